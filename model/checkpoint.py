@@ -1,0 +1,139 @@
+"""Run directories and checkpoints.
+
+A run directory holds `config.yaml` (the fully resolved config), `metrics.jsonl`,
+`tokenizer.model`, and the latest checkpoint: `model_<step>.safetensors` (weights),
+`state_<step>.pt` (optimizer, step, RNG; read with `weights_only=True`) and `checkpoint.json`,
+the pointer to them. Every file is written atomically (temp file, fsync, rename) and the pointer
+last, so a kill at any moment leaves the previous checkpoint loadable.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+import yaml
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from .config import ConfigError, ModelConfig, from_dict
+from .gpt import GPT
+
+POINTER = "checkpoint.json"
+
+
+class CheckpointError(RuntimeError):
+    """A missing, incomplete or corrupt run directory or checkpoint; one-line message."""
+
+
+def atomic_write(path: Path, write) -> None:
+    """Call write(tmp_path), fsync it, then rename it over `path`."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+
+
+def weights_of(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """State dict without the tied output projection (safetensors refuses shared storage)."""
+    model = getattr(model, "_orig_mod", model)  # torch.compile wrapper
+    model = getattr(model, "module", model)  # DDP wrapper
+    return {k: v.detach().contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+
+
+def save_checkpoint(run_dir: Path, model, state: dict, step: int) -> None:
+    run_dir = Path(run_dir)
+    weights, state_file = f"model_{step:07d}.safetensors", f"state_{step:07d}.pt"
+    atomic_write(run_dir / weights, lambda tmp: save_file(weights_of(model), tmp, metadata={"step": str(step)}))
+    atomic_write(run_dir / state_file, lambda tmp: torch.save(state, tmp))
+    previous = read_pointer(run_dir) if (run_dir / POINTER).exists() else None
+    atomic_write_text(run_dir / POINTER, json.dumps({"step": step, "weights": weights, "state": state_file}))
+    if previous and previous["step"] != step:
+        for name in (previous["weights"], previous["state"]):
+            (run_dir / name).unlink(missing_ok=True)
+
+
+def read_pointer(run_dir: Path) -> dict:
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise CheckpointError(f"run directory not found: {run_dir}")
+    try:
+        return json.loads((run_dir / POINTER).read_text())
+    except FileNotFoundError:
+        raise CheckpointError(f"no checkpoint in {run_dir} (missing {POINTER}); has it trained yet?") from None
+    except (json.JSONDecodeError, KeyError) as e:
+        raise CheckpointError(f"{run_dir / POINTER} is corrupt ({e})") from None
+
+
+def load_state(run_dir: Path) -> dict:
+    run_dir = Path(run_dir)
+    path = run_dir / read_pointer(run_dir)["state"]
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint state missing: {path}") from None
+    except Exception as e:
+        raise CheckpointError(f"cannot read checkpoint state {path}: {str(e).splitlines()[0]}") from None
+
+
+def load_weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    run_dir = Path(run_dir)
+    path = run_dir / read_pointer(run_dir)["weights"]
+    try:
+        return load_file(path)
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint weights missing: {path}") from None
+    except (SafetensorError, OSError, ValueError) as e:
+        raise CheckpointError(f"corrupt checkpoint {path}: {str(e).splitlines()[0]}") from None
+
+
+def read_run_config(run_dir: Path) -> dict:
+    path = Path(run_dir) / "config.yaml"
+    if not Path(run_dir).is_dir():
+        raise CheckpointError(f"run directory not found: {run_dir}")
+    if not path.is_file():
+        raise CheckpointError(f"{run_dir} is not a run directory (no config.yaml)")
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError:
+        raise CheckpointError(f"{path} is not valid YAML") from None
+
+
+def model_config(run_dir: Path, scaling: dict | None | str = "from-run") -> ModelConfig:
+    """The run's ModelConfig; `scaling` replaces its RoPE scaling unless left at "from-run"."""
+    cfg = from_dict(ModelConfig, read_run_config(run_dir)["model"], "model")
+    if scaling != "from-run":
+        cfg.position.scaling = scaling
+    return cfg
+
+
+def load_model(run_dir: Path, scaling: dict | None | str = "from-run", device="cpu") -> GPT:
+    """The latest checkpoint of a run as an eval-mode GPT, optionally with another RoPE scaling."""
+    try:
+        cfg = model_config(run_dir, scaling)
+    except ConfigError as e:
+        raise CheckpointError(f"{run_dir}/config.yaml: {e}") from None
+    model = GPT(cfg)
+    missing, unexpected = model.load_state_dict(load_weights(run_dir), strict=False)
+    if set(missing) - {"lm_head.weight"} or unexpected:
+        raise CheckpointError(f"checkpoint in {run_dir} does not match its config.yaml "
+                              f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
+    return model.to(device).eval()

@@ -1,0 +1,118 @@
+"""A MiniMind-style decoder-only transformer: pre-norm RMSNorm, grouped-query attention,
+SwiGLU MLP, tied embeddings, no biases, and a pluggable positional encoding."""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .attention import Attention, KVCache
+from .config import ModelConfig
+from .positions import PositionError, build_position
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps).type_as(x) * self.weight
+
+
+class SwiGLU(nn.Module):
+    """Shazeer (arXiv 2002.05202): down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.gate_proj = nn.Linear(cfg.d_model, cfg.ffn_hidden, bias=False)
+        self.up_proj = nn.Linear(cfg.d_model, cfg.ffn_hidden, bias=False)
+        self.down_proj = nn.Linear(cfg.ffn_hidden, cfg.d_model, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer: int):
+        super().__init__()
+        self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.attn = Attention(cfg, layer)
+        self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.mlp = SwiGLU(cfg)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x, q_pos, k_pos, pe, cache=None):
+        x = x + self.dropout(self.attn(self.attn_norm(x), q_pos, k_pos, pe, cache))
+        return x + self.dropout(self.mlp(self.mlp_norm(x)))
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        cfg.validate()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.position = build_position(cfg)
+        self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
+        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.lm_head.weight = self.embed.weight  # tied
+        # Embeddings are scaled by sqrt(d) as in Vaswani et al., so an additive encoding of
+        # amplitude ~1 does not drown tokens initialised at std 0.02 (DESIGN.md, fair comparison).
+        self.embed_scale = math.sqrt(cfg.d_model)
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():  # GPT-2: scale residual projections by depth
+            if name.endswith(("o_proj.weight", "down_proj.weight")):
+                nn.init.normal_(p, std=0.02 / math.sqrt(2 * cfg.n_layers))
+
+    @staticmethod
+    def _init_weights(m):
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def use_flex_attention(self, on: bool = True):
+        """Route score-modifying encodings (ALiBi) through FlexAttention (CUDA)."""
+        for block in self.blocks:
+            block.attn.use_flex = on
+
+    def forward(self, idx, targets=None, positions=None, cache: KVCache | None = None, last_only=False):
+        """idx (B, T) token ids -> logits (B, T, vocab) [or (B, 1, vocab) with last_only], loss.
+
+        positions (T,) default to offset + arange(T), offset = tokens already in the cache.
+        """
+        B, T = idx.shape
+        offset = len(cache) if cache is not None else 0
+        if positions is None:
+            positions = torch.arange(offset, offset + T, device=idx.device)
+            end = offset + T
+        else:
+            end = int(positions.max()) + 1
+        limit = self.position.max_positions
+        if limit is not None and end > limit:
+            raise PositionError(f"{self.cfg.position.type} positions stop at {limit - 1}; "
+                                f"this input needs position {end - 1}")
+        k_pos = positions if offset == 0 else torch.arange(offset + T, device=idx.device)
+        x = self.position.embed(self.embed(idx) * self.embed_scale, positions)  # (B, T, C)
+        for block in self.blocks:
+            x = block(x, positions, k_pos, self.position, cache)
+        x = self.norm(x)
+        if last_only:
+            x = x[:, -1:]
+        logits = self.lm_head(x)  # (B, T, vocab)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-1)
+        return logits, loss
+
+
+def flops_per_token(cfg: ModelConfig, seq_len: int, n_params: int) -> float:
+    """Training FLOPs per token, PaLM (arXiv 2204.02311) appendix B: 6N + 12 * L * H * Q * T,
+    with N the non-embedding parameters plus the (tied) output projection, H heads, Q head dim."""
+    return 6 * n_params + 12 * cfg.n_layers * cfg.n_heads * cfg.head_dim * seq_len

@@ -1,0 +1,125 @@
+"""Rotary position embedding (RoFormer, arXiv 2104.09864) and its context-extension scalings.
+
+Convention: INTERLEAVED pairs. Dimensions (0, 1), (2, 3), ... of a head form the 2-D planes that
+pair i rotates by angle `position * inv_freq[i]`, as in the RoFormer paper. (Llama / Hugging Face
+use the half-split pairing (i, i + d/2); `model.export` permutes q/k rows to convert.)
+
+Each scaling method is a pure function registered in SCALINGS under its Hugging Face `rope_type`
+name and returns `(inv_freq, attention_factor)`; the attention factor multiplies cos and sin (so
+q.k scores are scaled by its square), exactly as transformers' `modeling_rope_utils.py` does.
+Notation (DESIGN.md): d = rotary dims per head, b = theta, L = original training context,
+s = factor, T = current sequence length.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+
+SCALINGS: dict[str, Callable[..., tuple[torch.Tensor, float]]] = {}
+
+
+def register(name: str):
+    def wrap(fn):
+        SCALINGS[name] = fn
+        return fn
+    return wrap
+
+
+def base_inv_freq(d: int, b: float) -> torch.Tensor:
+    """inv_freq_i = b^(-2i/d), computed in float32 the way transformers does it."""
+    return 1.0 / (b ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+
+
+@register("none")
+def _none(d, b, L, s, T, p):
+    return base_inv_freq(d, b), 1.0
+
+
+@register("linear")
+def _linear(d, b, L, s, T, p):
+    # Position Interpolation (Chen et al., arXiv 2306.15595): positions m -> m / s.
+    return base_inv_freq(d, b) / s, 1.0
+
+
+@register("ntk")
+def _ntk(d, b, L, s, T, p):
+    # NTK-aware scaling (bloc97, 2023; YaRN paper section 3.1): stretch the base so the slowest pair
+    # is interpolated by s while the fastest pairs barely change.
+    return base_inv_freq(d, b * s ** (d / (d - 2))), 1.0
+
+
+@register("dynamic")
+def _dynamic(d, b, L, s, T, p):
+    # Dynamic NTK (emozilla, 2023): NTK with a base that grows with the current length; plain
+    # RoPE while T <= L.
+    T = max(T or L, L)
+    return base_inv_freq(d, b * ((s * T / L) - (s - 1)) ** (d / (d - 2))), 1.0
+
+
+def yarn_correction_range(d: int, b: float, L: int, beta_fast: float, beta_slow: float) -> tuple[float, float]:
+    """Indices of the pairs that make beta_fast and beta_slow full rotations over L (YaRN eq. 17-18)."""
+    def dim_for(rotations):
+        return d * math.log(L / (rotations * 2 * math.pi)) / (2 * math.log(b))
+    low, high = math.floor(dim_for(beta_fast)), math.ceil(dim_for(beta_slow))
+    return max(low, 0), min(high, d - 1)
+
+
+@register("yarn")
+def _yarn(d, b, L, s, T, p):
+    # YaRN (Peng et al., arXiv 2309.00071): pairs that rotate many times within L keep their
+    # frequency (extrapolate), pairs slower than one rotation are interpolated by s, a linear ramp
+    # in between; plus an attention temperature 0.1 ln s + 1.
+    low, high = yarn_correction_range(d, b, L, p.get("beta_fast") or 32, p.get("beta_slow") or 1)
+    if low == high:
+        high += 0.001
+    ramp = ((torch.arange(d // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
+    inv = base_inv_freq(d, b)
+    inv = (inv / s) * ramp + inv * (1 - ramp)
+    return inv, (0.1 * math.log(s) + 1.0) if s > 1 else 1.0
+
+
+@register("dynamic-yarn")
+def _dynamic_yarn(d, b, L, s, T, p):
+    # YaRN with the factor recomputed for the current length: s = max(1, T / L).
+    return _yarn(d, b, L, max(1.0, (T or L) / L), T, p)
+
+
+DYNAMIC = {"dynamic", "dynamic-yarn"}  # methods whose frequencies depend on the current length
+
+
+def rope_frequencies(head_dim: int, theta: float, scaling: dict | None = None,
+                     seq_len: int | None = None) -> tuple[torch.Tensor, float]:
+    """(inv_freq [head_dim // 2], attention_factor) for RoPE with an optional scaling.
+
+    `scaling` uses Hugging Face's keys: `type`, `factor`, `original_max_position_embeddings`
+    (required unless type is none), `beta_fast`, `beta_slow`. `seq_len` is the current length,
+    used by the dynamic methods.
+    """
+    scaling = dict(scaling or {})
+    kind = scaling.get("type", scaling.get("rope_type", "none"))
+    if kind not in SCALINGS:
+        raise ValueError(f"unknown RoPE scaling {kind!r}; choose one of {', '.join(SCALINGS)}")
+    if head_dim % 2:
+        raise ValueError(f"RoPE needs an even head dimension, got {head_dim}")
+    L = scaling.get("original_max_position_embeddings")
+    if kind != "none" and not L:
+        raise ValueError(f"RoPE scaling {kind!r} needs original_max_position_embeddings")
+    factor = float(scaling.get("factor", 1.0))
+    if factor < 1:
+        raise ValueError(f"RoPE scaling factor must be >= 1, got {factor}")
+    return SCALINGS[kind](head_dim, float(theta), L, factor, seq_len, scaling)
+
+
+def rope_angles(positions: torch.Tensor, inv_freq: torch.Tensor, attention_factor: float = 1.0):
+    """cos and sin of shape (T, d/2) for integer positions (T,)."""
+    angles = positions.to(inv_freq.dtype)[:, None] * inv_freq[None, :]  # (T, d/2)
+    return angles.cos() * attention_factor, angles.sin() * attention_factor
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate interleaved pairs of x (..., T, d) by the angles whose cos/sin are (T, d/2)."""
+    x1, x2 = x.float().unflatten(-1, (-1, 2)).unbind(-1)  # each (..., T, d/2)
+    out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+    return out.flatten(-2).type_as(x)

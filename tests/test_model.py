@@ -1,0 +1,155 @@
+"""The network: positional encodings against worked examples and hand-built references."""
+import math
+
+import pytest
+import torch
+
+from model.attention import KVCache
+from model.config import ConfigError, ModelConfig, PositionConfig
+from model.gpt import GPT
+from model.positions import ENCODINGS, PositionError, alibi_slopes
+from model.rope import apply_rope, rope_angles, rope_frequencies
+
+ALL = sorted(ENCODINGS)
+
+
+def tiny(position="rope", **kw):
+    scaling = kw.pop("scaling", None)
+    kw.setdefault("n_layers", 2)
+    cfg = ModelConfig(vocab_size=97, d_model=32, n_heads=4, n_kv_heads=2, max_seq_len=64,
+                      position=PositionConfig(type=position, scaling=scaling), **kw)
+    torch.manual_seed(0)
+    return GPT(cfg).eval()
+
+
+def test_rope_worked_example():
+    # d = 4, theta = 10000, position 1: pair (0,1) turns by 1 rad, pair (2,3) by 0.01 rad.
+    inv_freq, factor = rope_frequencies(4, 10000.0)
+    cos, sin = rope_angles(torch.tensor([1]), inv_freq, factor)
+    out = apply_rope(torch.tensor([[0.8, 0.3, -0.5, 0.2]]), cos, sin)
+    assert out[0].tolist() == pytest.approx([0.179, 0.836, -0.502, 0.195], abs=1e-3)
+
+
+def test_rope_scores_depend_only_on_relative_position():
+    torch.manual_seed(0)
+    q, k = torch.randn(1, 64), torch.randn(1, 64)
+    inv_freq, _ = rope_frequencies(64, 10000.0)
+
+    def score(m, n):
+        qm = apply_rope(q, *rope_angles(torch.tensor([m]), inv_freq))
+        kn = apply_rope(k, *rope_angles(torch.tensor([n]), inv_freq))
+        return (qm * kn).sum().item()
+    assert score(7, 3) == pytest.approx(score(104, 100), abs=1e-4)
+    assert score(50, 0) == pytest.approx(score(250, 200), abs=1e-4)
+    assert score(7, 3) != pytest.approx(score(8, 3), abs=1e-3)
+
+
+def test_alibi_slopes():
+    assert alibi_slopes(8).tolist() == [2.0 ** -i for i in range(1, 9)]
+    # Not a power of two: the 4-head slopes, then every other slope of the 8-head sequence.
+    assert alibi_slopes(6).tolist() == [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8, 2 ** -1, 2 ** -3]
+    twelve = alibi_slopes(12).tolist()
+    assert twelve[:8] == [2.0 ** -i for i in range(1, 9)]
+    assert twelve[8:] == pytest.approx([2 ** -0.5, 2 ** -1.5, 2 ** -2.5, 2 ** -3.5])
+
+
+def test_alibi_equals_hand_built_bias():
+    model = tiny("alibi")
+    attn, T = model.blocks[0].attn, 10
+    torch.manual_seed(1)
+    x = torch.randn(2, T, 32)
+    pos = torch.arange(T)
+    got = attn(x, pos, pos, model.position)
+    q = attn.q_proj(x).view(2, T, 4, 8).transpose(1, 2)
+    k = attn.k_proj(x).view(2, T, 2, 8).transpose(1, 2).repeat_interleave(2, dim=1)
+    v = attn.v_proj(x).view(2, T, 2, 8).transpose(1, 2).repeat_interleave(2, dim=1)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(8)
+    slopes = torch.tensor([2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8])
+    for h in range(4):
+        for i in range(T):
+            for j in range(T):
+                scores[:, h, i, j] += -slopes[h] * (i - j) if j <= i else -math.inf
+    want = attn.o_proj((scores.softmax(-1) @ v).transpose(1, 2).reshape(2, T, 32))
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+@torch.no_grad()  # FlexAttention has no CPU backward; on CUDA the benchmark compares the paths
+def test_flex_attention_equals_mask_path():
+    model = tiny("alibi")
+    idx = torch.randint(0, 97, (2, 48))
+    want, _ = model(idx)
+    model.use_flex_attention(True)
+    got, _ = model(idx)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+def test_blocked_mask_path_equals_single_block(monkeypatch):
+    import model.attention as attention
+    model = tiny("alibi")
+    idx = torch.randint(0, 97, (1, 60))
+    want, _ = model(idx)
+    monkeypatch.setattr(attention, "QUERY_BLOCK", 16)
+    got, _ = model(idx)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("position", ALL + ["rope-yarn"])
+def test_kv_cache_decoding_equals_full_forward(position):
+    scaling = None
+    if position == "rope-yarn":
+        position, scaling = "rope", {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 16}
+    model = tiny(position, scaling=scaling)
+    idx = torch.randint(0, 97, (2, 40))
+    full, _ = model(idx)
+    cache = KVCache(model.cfg.n_layers)
+    steps = [model(idx[:, :9], cache=cache)[0]]
+    steps += [model(idx[:, i:i + 1], cache=cache)[0] for i in range(9, 40)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["dynamic", "dynamic-yarn"])
+def test_kv_cache_re_rotates_keys_for_dynamic_scaling(kind):
+    # Frequencies change with the length, so the cache holds keys before rotation: every decoding
+    # step must equal a full forward over the prefix (one layer, so no earlier outputs are reused).
+    model = tiny("rope", n_layers=1, scaling={"type": kind, "factor": 2.0, "original_max_position_embeddings": 16})
+    idx = torch.randint(0, 97, (1, 40))
+    cache = KVCache(1)
+    model(idx[:, :9], cache=cache)
+    for i in range(9, 40):
+        step, _ = model(idx[:, i:i + 1], cache=cache)
+        full, _ = model(idx[:, :i + 1])
+        torch.testing.assert_close(step[0, -1], full[0, -1], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("position", ALL)
+def test_only_nope_ignores_the_order_of_the_context(position):
+    # One attention layer; the last token (the query) is the same, the context [A, B, C] is reversed.
+    model = tiny(position, n_layers=1)
+    a, b, c, query = 5, 17, 42, 8
+    forward, _ = model(torch.tensor([[a, b, c, query]]))
+    backward, _ = model(torch.tensor([[c, b, a, query]]))
+    same = torch.allclose(forward[0, -1], backward[0, -1], atol=1e-6)
+    assert same == (position == "nope")
+
+
+def test_learned_positions_stop_at_the_table():
+    model = tiny("learned")
+    model(torch.zeros(1, 64, dtype=torch.long))
+    with pytest.raises(PositionError, match="past|stop"):
+        model(torch.zeros(1, 65, dtype=torch.long))
+
+
+def test_config_errors_name_the_problem():
+    with pytest.raises(ConfigError, match="unknown encoding 'rotary'.*learned, sinusoidal, rope, alibi, nope"):
+        ModelConfig(vocab_size=10, position=PositionConfig(type="rotary")).validate()
+    with pytest.raises(ConfigError, match="even head dimension"):
+        ModelConfig(vocab_size=10, d_model=60, n_heads=4, n_kv_heads=2).validate()
+
+
+def test_gradients_reach_every_parameter():
+    model = tiny("learned").train()
+    idx, targets = torch.randint(0, 97, (2, 2, 16))
+    _, loss = model(idx, targets)
+    loss.backward()
+    assert loss.item() == pytest.approx(math.log(97), rel=0.1)  # near-uniform predictions at init
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())

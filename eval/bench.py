@@ -1,0 +1,225 @@
+"""Throughput benchmark: training tokens/s and MFU, and evaluation speed and memory at long lengths.
+
+    python -m eval.bench --config configs/tiny.yaml [--positions rope,alibi] [--out DIR] [key=value ...]
+
+For each encoding: training tokens/s on random tokens (compute only, no data loading), model FLOPs
+utilisation (PaLM, arXiv 2204.02311, appendix B) against the device's bf16 dense peak, parameter
+count, peak memory; then forward-only evaluation tokens/s and peak memory at 1x ... 32x the
+training length (batch 1). Writes bench.json and bench.md to --out and prints the table.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import platform
+import sys
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+from model.config import ConfigError, load_config
+from model.gpt import GPT, flops_per_token
+from model.positions import ENCODINGS
+from train import Config, make_optimizer, pick_device, resolve
+
+# bf16 dense peak FLOP/s by device-name substring (vendor datasheets).
+PEAK_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L4": 121e12, "4090": 165e12, "A10G": 70e12}
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{platform.processor() or platform.machine()} CPU, {torch.get_num_threads()} threads"
+
+
+def peak_flops(device: torch.device) -> float | None:
+    name = device_name(device)
+    return next((v for k, v in PEAK_FLOPS.items() if k in name), None)
+
+
+class PeakMemory(contextlib.AbstractContextManager):
+    """Peak memory (MiB) inside the block: CUDA's allocator peak, or sampled resident set size on
+    Linux CPUs (/proc/self/statm, every 2 ms), relative to the memory in use on entry."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.mib = device, None
+
+    def __enter__(self):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.base = torch.cuda.memory_allocated(self.device)
+        elif Path("/proc/self/statm").exists():
+            self.base = self.peak = self._rss()
+            self.running = True
+            self.thread = threading.Thread(target=self._sample, daemon=True)
+            self.thread.start()
+        return self
+
+    @staticmethod
+    def _rss() -> int:
+        import os
+        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    def _sample(self):
+        while self.running:
+            self.peak = max(self.peak, self._rss())
+            time.sleep(0.002)
+
+    def __exit__(self, *exc):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+            self.mib = (torch.cuda.max_memory_allocated(self.device) - self.base) / 2 ** 20
+        elif hasattr(self, "thread"):
+            self.running = False
+            self.thread.join()
+            self.mib = (max(self.peak, self._rss()) - self.base) / 2 ** 20
+        return False
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def bench_training(cfg: Config, device, steps: int, warmup: int) -> dict:
+    torch.manual_seed(0)
+    model = GPT(cfg.model).to(device)
+    if device.type == "cuda":
+        model.use_flex_attention(True)
+    optimizer = make_optimizer(model, cfg.train, device)
+    step_model = torch.compile(model) if cfg.run.compile else model
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
+    B, T = cfg.train.batch_size, cfg.model.max_seq_len
+    x, y = torch.randint(0, cfg.model.vocab_size, (2, B, T), device=device)
+
+    def step():
+        with autocast:
+            _, loss = step_model(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    for _ in range(warmup):  # includes compilation
+        step()
+    with PeakMemory(device) as memory:
+        sync(device)
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        sync(device)
+        elapsed = time.perf_counter() - start
+    tokens_per_s = steps * B * T / elapsed
+    n_params = model.num_params()
+    peak = peak_flops(device)
+    mfu = flops_per_token(cfg.model, T, n_params) * tokens_per_s / peak if peak else None
+    return {"params": n_params, "train_tokens_per_s": tokens_per_s, "mfu": mfu,
+            "train_peak_mib": memory.mib, "model": model}
+
+
+@torch.inference_mode()
+def bench_eval(model: GPT, device, multiples: list[int], repeats: int) -> list[dict]:
+    model.eval()
+    L = model.cfg.max_seq_len
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
+    rows = []
+    for m in multiples:
+        length = L * m
+        row = {"multiple": m, "length": length, "tokens_per_s": None, "peak_mib": None, "note": ""}
+        rows.append(row)
+        if model.position.max_positions is not None and length > model.position.max_positions:
+            row["note"] = "n/a (past the learned table)"
+            continue
+        x = torch.randint(0, model.cfg.vocab_size, (1, length), device=device)
+        try:
+            with autocast:
+                model(x, last_only=True)  # warm-up (and compilation of FlexAttention)
+            with PeakMemory(device) as memory:
+                sync(device)
+                start = time.perf_counter()
+                for _ in range(repeats):
+                    with autocast:
+                        model(x, last_only=True)
+                sync(device)
+                elapsed = time.perf_counter() - start
+        except torch.OutOfMemoryError:
+            row["note"] = "out of memory"
+            torch.cuda.empty_cache()
+            continue
+        row.update(tokens_per_s=repeats * length / elapsed, peak_mib=memory.mib)
+    return rows
+
+
+def fmt(value, pattern="{:,.0f}"):
+    return "n/a" if value is None else pattern.format(value)
+
+
+def markdown(results: dict) -> str:
+    lines = [f"Device: **{results['device']}**, config `{results['config']}`, torch {results['torch']}, "
+             f"compile={results['compile']}, batch {results['batch_size']} x {results['seq_len']} tokens.", "",
+             "| encoding | params | train tokens/s | MFU | train peak MiB |", "|---|---:|---:|---:|---:|"]
+    for r in results["rows"]:
+        lines.append(f"| {r['position']} | {r['params'] / 1e6:.2f}M | {fmt(r['train_tokens_per_s'])} | "
+                     f"{fmt(r['mfu'] and 100 * r['mfu'], '{:.1f}%')} | {fmt(r['train_peak_mib'])} |")
+    multiples = [e["multiple"] for e in results["rows"][0]["eval"]]
+    lines += ["", "Evaluation (forward, batch 1): tokens/s / peak MiB at each multiple of the training length.", "",
+              "| encoding | " + " | ".join(f"{m}x" for m in multiples) + " |",
+              "|---|" + "---:|" * len(multiples)]
+    for r in results["rows"]:
+        cells = [e["note"] or f"{fmt(e['tokens_per_s'])} / {fmt(e['peak_mib'])}" for e in r["eval"]]
+        lines.append(f"| {r['position']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--positions", default=",".join(sorted(ENCODINGS)))
+    parser.add_argument("--multiples", default="1,2,4,8,16,32", help="evaluation lengths as multiples of max_seq_len")
+    parser.add_argument("--steps", type=int, default=10, help="timed training steps")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=2, help="timed forward passes per evaluation length")
+    parser.add_argument("--out", type=Path, default=Path("reports/bench"))
+    parser.add_argument("overrides", nargs="*", help="dotted.key=value")
+    args = parser.parse_args(argv)
+    try:
+        positions = [p for p in args.positions.split(",") if p]
+        unknown = [p for p in positions if p not in ENCODINGS]
+        if unknown:
+            raise ConfigError(f"unknown encoding {unknown[0]!r}; choose one of {', '.join(sorted(ENCODINGS))}")
+        multiples = [int(m) for m in args.multiples.split(",")]
+        base = resolve(load_config(Config, args.config, args.overrides))
+    except (ConfigError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    device = pick_device(base.run.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    results = {"device": device_name(device), "config": args.config, "torch": torch.__version__,
+               "compile": base.run.compile, "batch_size": base.train.batch_size, "seq_len": base.model.max_seq_len,
+               "overrides": args.overrides, "rows": []}
+    for position in positions:
+        cfg = resolve(load_config(Config, args.config, args.overrides + [f"model.position.type={position}"]))
+        print(f"bench: {position} training ...", file=sys.stderr)
+        row = bench_training(cfg, device, args.steps, args.warmup)
+        model = row.pop("model")
+        print(f"bench: {position} evaluation at {args.multiples}x ...", file=sys.stderr)
+        row["eval"] = bench_eval(model, device, multiples, args.repeats)
+        results["rows"].append({"position": position, **row})
+        del model
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "bench.json").write_text(json.dumps(results, indent=2))
+    table = markdown(results)
+    (args.out / "bench.md").write_text(table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

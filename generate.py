@@ -20,9 +20,13 @@ from model.gpt import GPT
 
 
 def context_limit(model: GPT) -> int:
-    """Tokens the model attends over at once: its training length, times a RoPE scaling factor."""
+    """Tokens the model attends over at once: its training length, or the original length times
+    the factor of a static RoPE scaling chosen at load time (a fine-tuned run already has it)."""
     scaling = model.cfg.position.scaling or {}
-    return int(model.cfg.max_seq_len * (scaling.get("factor", 1.0) if scaling.get("type") != "dynamic" else 1.0))
+    if scaling.get("type") in (None, "dynamic", "dynamic-yarn"):
+        return model.cfg.max_seq_len
+    base = scaling.get("original_max_position_embeddings", model.cfg.max_seq_len)
+    return max(model.cfg.max_seq_len, int(base * scaling.get("factor", 1.0)))
 
 
 def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None, top_p: float | None,

@@ -119,7 +119,13 @@ def read_run_config(run_dir: Path) -> dict:
 
 def model_config(run_dir: Path, scaling: dict | None | str = "from-run") -> ModelConfig:
     """The run's ModelConfig; `scaling` replaces its RoPE scaling unless left at "from-run"."""
-    cfg = from_dict(ModelConfig, read_run_config(run_dir)["model"], "model")
+    section = read_run_config(run_dir)
+    if not isinstance(section, dict) or not isinstance(section.get("model"), dict):
+        raise CheckpointError(f"{run_dir}/config.yaml has no model section")
+    try:
+        cfg = from_dict(ModelConfig, section["model"], "model")
+    except ConfigError as e:
+        raise CheckpointError(f"{run_dir}/config.yaml: {e}") from None
     if scaling != "from-run":
         cfg.position.scaling = scaling
     return cfg
@@ -127,12 +133,12 @@ def model_config(run_dir: Path, scaling: dict | None | str = "from-run") -> Mode
 
 def load_model(run_dir: Path, scaling: dict | None | str = "from-run", device="cpu") -> GPT:
     """The latest checkpoint of a run as an eval-mode GPT, optionally with another RoPE scaling."""
+    model = GPT(model_config(run_dir, scaling))
     try:
-        cfg = model_config(run_dir, scaling)
-    except ConfigError as e:
-        raise CheckpointError(f"{run_dir}/config.yaml: {e}") from None
-    model = GPT(cfg)
-    missing, unexpected = model.load_state_dict(load_weights(run_dir), strict=False)
+        missing, unexpected = model.load_state_dict(load_weights(run_dir), strict=False)
+    except RuntimeError as e:  # shape mismatch
+        raise CheckpointError(f"checkpoint in {run_dir} does not match its config.yaml: "
+                              f"{str(e).splitlines()[-1].strip()}") from None
     if set(missing) - {"lm_head.weight"} or unexpected:
         raise CheckpointError(f"checkpoint in {run_dir} does not match its config.yaml "
                               f"(missing {missing[:3]}, unexpected {unexpected[:3]})")

@@ -1,0 +1,271 @@
+"""Export a run to a Hugging Face Llama directory that transformers loads with no custom code.
+
+    python -m model.export runs/tiny exports/tiny
+
+Writes config.json (`LlamaForCausalLM`), generation_config.json, model.safetensors, and the
+tokenizer as tokenizer.json + tokenizer_config.json (plus our tokenizer.model for sentencepiece
+users). Then `AutoModelForCausalLM.from_pretrained(OUT_DIR)` and `AutoTokenizer.from_pretrained(OUT_DIR)`
+reproduce our logits and token ids.
+
+How our model maps onto Llama, exactly in float32:
+  - Llama does not scale its input embeddings; ours are multiplied by sqrt(d_model) while the tied
+    output projection uses the plain matrix. So the export unties them: embed_tokens holds the
+    scaled matrix, lm_head the plain one.
+  - We rotate interleaved pairs (0,1), (2,3), ... of a head; Llama rotates half-split pairs
+    (i, i + d/2). Permuting the q and k output rows of each head to [0, 2, ..., d-2, 1, 3, ..., d-1]
+    turns one into the other, and q.k scores do not change since both get the same permutation.
+  - RoPE scaling goes to `rope_parameters` (transformers >= 5) and `rope_scaling` (4.x), with
+    max_position_embeddings = the original length as in Hugging Face's scaled checkpoints
+    (see `rope_settings`); static NTK becomes plain RoPE with theta' = theta * s^(d/(d-2)).
+The tokenizer prepends BOS by default (`add_special_tokens=True`), as every training document and
+generate.py's prompts begin with it; `add_special_tokens=False` gives exactly `Tokenizer.encode(text)`.
+Learned, sinusoidal, ALiBi and NoPE models have no Llama equivalent and are refused (exit code 2).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import sentencepiece as spm
+import torch
+from safetensors.torch import save_file
+
+from .checkpoint import CheckpointError, atomic_write, atomic_write_text, load_model, model_config
+from .config import ModelConfig
+from .gpt import GPT
+
+
+class ExportError(ValueError):
+    """A run that a transformers Llama cannot represent; one-line message."""
+
+
+EXPORTABLE_SCALINGS = ("none", "linear", "ntk", "dynamic", "yarn")
+
+
+def scaling_kind(scaling: dict | None) -> str:
+    return scaling.get("type", scaling.get("rope_type", "none")) if scaling else "none"
+
+
+def check_exportable(cfg: ModelConfig) -> None:
+    if cfg.position.type != "rope":
+        raise ExportError(f"cannot export a model with {cfg.position.type!r} positions: transformers' Llama "
+                          f"has rotary positions only (learned, sinusoidal, alibi and nope cannot be expressed)")
+    kind = scaling_kind(cfg.position.scaling)
+    if kind not in EXPORTABLE_SCALINGS:
+        raise ExportError(f"RoPE scaling {kind!r} has no transformers equivalent; "
+                          f"exportable: {', '.join(EXPORTABLE_SCALINGS)}")
+
+
+def rope_settings(cfg: ModelConfig, scaling: dict) -> tuple[dict, dict | None, int]:
+    """(rope_parameters for transformers >= 5, rope_scaling for 4.x, max_position_embeddings).
+
+    `scaling` is the run's resolved scaling (original_max_position_embeddings filled in). As in
+    Hugging Face checkpoints of context-extended models (Qwen2.5, Vicuna-16k), a scaled model gets
+    max_position_embeddings = the original length L, its context being L * factor: every
+    transformers version reads that alike. (Before 4.52 YaRN takes L from max_position_embeddings;
+    4.52 to 4.55 recompute the factor as max_position_embeddings / original_max_position_embeddings
+    when rope_scaling holds the latter; dynamic NTK always takes L from max_position_embeddings.)
+    """
+    theta, d = cfg.position.theta, cfg.head_dim
+    kind = scaling_kind(scaling)
+    if kind == "none":
+        return {"rope_type": "default", "rope_theta": theta}, None, cfg.max_seq_len
+    factor = float(scaling.get("factor", 1.0))
+    original = scaling["original_max_position_embeddings"]
+    if kind == "ntk":
+        # Static NTK is plain RoPE with a larger base and needs no scaling entry.
+        return {"rope_type": "default", "rope_theta": theta * factor ** (d / (d - 2))}, None, round(original * factor)
+    if kind not in ("linear", "dynamic", "yarn"):
+        raise ExportError(f"RoPE scaling {kind!r} has no transformers equivalent")
+    legacy = {"type": kind, "rope_type": kind, "factor": factor}
+    if kind == "yarn":
+        legacy.update({k: scaling[k] for k in ("beta_fast", "beta_slow") if scaling.get(k) is not None})
+    params = {"rope_theta": theta, **{k: v for k, v in legacy.items() if k != "type"}}
+    if kind == "yarn":  # linear would warn about it as an unknown key, dynamic has no use for it
+        params["original_max_position_embeddings"] = original
+    return params, legacy, original
+
+
+def llama_config(cfg: ModelConfig, scaling: dict, bos_id: int, eos_id: int) -> dict:
+    rope, legacy_scaling, max_positions = rope_settings(cfg, scaling)
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.d_model,
+        "intermediate_size": cfg.ffn_hidden,
+        "num_hidden_layers": cfg.n_layers,
+        "num_attention_heads": cfg.n_heads,
+        "num_key_value_heads": cfg.n_kv_heads,
+        "head_dim": cfg.head_dim,
+        "hidden_act": "silu",
+        "max_position_embeddings": max_positions,
+        "rms_norm_eps": cfg.norm_eps,
+        "rope_theta": rope["rope_theta"],  # transformers 4.x
+        "rope_parameters": rope,
+        "rope_scaling": legacy_scaling,  # transformers 4.x; version 5 also prefers it to rope_parameters
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "mlp_bias": False,
+        "tie_word_embeddings": False,
+        "bos_token_id": bos_id,
+        "eos_token_id": eos_id,
+        "initializer_range": 0.02,
+        "use_cache": True,
+        "dtype": "float32",
+        "torch_dtype": "float32",
+    }
+
+
+def half_split_rows(weight: torch.Tensor, n_heads: int, head_dim: int) -> torch.Tensor:
+    """Reorder each head's output rows of a q/k projection from interleaved to half-split pairs."""
+    order = torch.cat([torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)])
+    rows = weight.view(n_heads, head_dim, -1)  # (heads, head_dim, d_model)
+    return rows[:, order].reshape(n_heads * head_dim, -1)
+
+
+def llama_weights(model: GPT) -> dict[str, torch.Tensor]:
+    cfg = model.cfg
+    embed = model.embed.weight.detach().float()
+    weights = {
+        "model.embed_tokens.weight": embed * model.embed_scale,
+        "lm_head.weight": embed.clone(),
+        "model.norm.weight": model.norm.weight,
+    }
+    for i, block in enumerate(model.blocks):
+        prefix = f"model.layers.{i}."
+        attn, mlp = block.attn, block.mlp
+        weights.update({
+            prefix + "input_layernorm.weight": block.attn_norm.weight,
+            prefix + "self_attn.q_proj.weight": half_split_rows(attn.q_proj.weight, cfg.n_heads, cfg.head_dim),
+            prefix + "self_attn.k_proj.weight": half_split_rows(attn.k_proj.weight, cfg.n_kv_heads, cfg.head_dim),
+            prefix + "self_attn.v_proj.weight": attn.v_proj.weight,
+            prefix + "self_attn.o_proj.weight": attn.o_proj.weight,
+            prefix + "post_attention_layernorm.weight": block.mlp_norm.weight,
+            prefix + "mlp.gate_proj.weight": mlp.gate_proj.weight,
+            prefix + "mlp.up_proj.weight": mlp.up_proj.weight,
+            prefix + "mlp.down_proj.weight": mlp.down_proj.weight,
+        })
+    return {k: v.detach().float().contiguous() for k, v in weights.items()}
+
+
+# ----------------------------------------------------------------------------- tokenizer
+
+def bpe_merges(sp: spm.SentencePieceProcessor) -> list[list[str]]:
+    """Every split of a learned piece into two pieces, ranked as sentencepiece merges: by the score
+    of the merged piece (higher first), then by the ids of its halves."""
+    def ordinary(i):
+        return not (sp.is_control(i) or sp.is_unknown(i) or sp.is_byte(i))
+    ids = {sp.id_to_piece(i): i for i in range(sp.vocab_size()) if ordinary(i)}
+    ranked = []
+    for piece, i in ids.items():
+        for cut in range(1, len(piece)):
+            left, right = piece[:cut], piece[cut:]
+            if left in ids and right in ids:
+                ranked.append((-sp.get_score(i), i, ids[left], ids[right], [left, right]))
+    return [merge for *_, merge in sorted(ranked)]
+
+
+def tokenizer_json(sp: spm.SentencePieceProcessor) -> dict:
+    """A `tokenizers` BPE that encodes exactly like our sentencepiece model: no normalisation but
+    spaces shown as U+2581, no dummy prefix and no pre-splitting (sentencepiece BPE merges across
+    the whole text; its pieces never straddle a word boundary), byte fallback for the rest."""
+    special = [i for i in range(sp.vocab_size()) if sp.is_control(i) or sp.is_unknown(i)]
+    bos = sp.id_to_piece(sp.bos_id())
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [{"id": i, "content": sp.id_to_piece(i), "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True} for i in special],
+        "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+        "pre_tokenizer": None,
+        # Every training document starts with BOS (data/shards.py), so a prompt should too.
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": bos, "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {bos: {"id": bos, "ids": [sp.bos_id()], "tokens": [bos]}},
+        },
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+            {"type": "ByteFallback"},
+            {"type": "Fuse"},
+        ]},
+        "model": {
+            "type": "BPE", "dropout": None, "unk_token": sp.id_to_piece(sp.unk_id()),
+            "continuing_subword_prefix": None, "end_of_word_suffix": None,
+            "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
+            "vocab": {sp.id_to_piece(i): i for i in range(sp.vocab_size())},
+            "merges": bpe_merges(sp),
+        },
+    }
+
+
+def tokenizer_config(sp: spm.SentencePieceProcessor, max_len: int) -> dict:
+    return {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": sp.id_to_piece(sp.bos_id()),
+        "eos_token": sp.id_to_piece(sp.eos_id()),
+        "unk_token": sp.id_to_piece(sp.unk_id()),
+        "add_bos_token": True,
+        "add_eos_token": False,
+        # sentencepiece reads a literal "<s>" in text as characters, never as the control token.
+        "split_special_tokens": True,
+        "clean_up_tokenization_spaces": False,
+        "model_max_length": max_len,
+    }
+
+
+# ----------------------------------------------------------------------------- export
+
+def export(run_dir: Path, out_dir: Path) -> Path:
+    """Write the Hugging Face directory for the latest checkpoint of `run_dir`; returns `out_dir`."""
+    run_dir, out_dir = Path(run_dir), Path(out_dir)
+    check_exportable(model_config(run_dir))
+    tok_path = run_dir / "tokenizer.model"
+    if not tok_path.is_file():
+        raise CheckpointError(f"no tokenizer.model in {run_dir}")
+    try:
+        sp = spm.SentencePieceProcessor(model_file=str(tok_path))
+    except (OSError, RuntimeError) as e:
+        raise CheckpointError(f"cannot read {tok_path}: {str(e).splitlines()[0]}") from None
+    model = load_model(run_dir)
+    cfg = model.cfg
+    if sp.vocab_size() != cfg.vocab_size:
+        raise CheckpointError(f"{tok_path} has {sp.vocab_size()} tokens but the model {cfg.vocab_size}")
+
+    config = llama_config(cfg, model.position.scaling, sp.bos_id(), sp.eos_id())
+    context = round(config["max_position_embeddings"] * (config["rope_scaling"] or {}).get("factor", 1.0))
+    # We have no pad token; EOS pads finished rows of a batch (and silences transformers 4.x's warning).
+    generation = {"bos_token_id": sp.bos_id(), "eos_token_id": sp.eos_id(), "pad_token_id": sp.eos_id()}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    weights = llama_weights(model)
+    atomic_write(out_dir / "model.safetensors", lambda tmp: save_file(weights, tmp, metadata={"format": "pt"}))
+    for name, content in [("config.json", config), ("generation_config.json", generation),
+                          ("tokenizer.json", tokenizer_json(sp)),
+                          ("tokenizer_config.json", tokenizer_config(sp, context))]:
+        atomic_write_text(out_dir / name, json.dumps(content, indent=2, ensure_ascii=False) + "\n")
+    atomic_write(out_dir / "tokenizer.model", lambda tmp: shutil.copyfile(tok_path, tmp))
+    return out_dir
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir", type=Path, help="a run directory written by train.py")
+    parser.add_argument("out_dir", type=Path, help="where to write the Hugging Face files")
+    args = parser.parse_args(argv)
+    try:
+        out = export(args.run_dir, args.out_dir)
+    except (CheckpointError, ExportError) as e:
+        print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
+        sys.exit(2)
+    print(f"exported {args.run_dir} to {out} (LlamaForCausalLM)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Evaluation: length-extrapolation perplexity (`eval.extrapolation`) and its plots (`eval.plots`)."""

@@ -1,0 +1,28 @@
+"""Every shipped config loads, resolves and builds the model it describes."""
+from pathlib import Path
+
+import pytest
+
+from model.config import load_config
+from model.gpt import GPT
+from train import Config, resolve
+
+CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_config_resolves(path):
+    overrides = ["train.init_from=null", "model.position.scaling.original_max_position_embeddings=256"] \
+        if path.name == "extend-4x.yaml" else []
+    cfg = resolve(load_config(Config, path, overrides))
+    assert cfg.model.vocab_size == cfg.data.vocab_size
+
+
+def test_named_sizes():
+    sizes = {}
+    for name in ("tiny", "minimind-26m", "gpt2-124m"):
+        cfg = resolve(load_config(Config, CONFIGS[0].parent / f"{name}.yaml"))
+        sizes[name] = GPT(cfg.model).num_params()
+    assert sizes["tiny"] == pytest.approx(1.31e6, rel=0.01)
+    assert sizes["minimind-26m"] == pytest.approx(25.8e6, rel=0.05)  # MiniMind2-Small: 26M
+    assert sizes["gpt2-124m"] == pytest.approx(110e6, rel=0.1)  # GPT-2 small without its 50k vocab

@@ -41,6 +41,7 @@ extrapolation: install
 	$(PY) -m eval.extrapolation $(addprefix $(STUDY)/,$(ENCODINGS) rope-pi rope-yarn) \
 		--lengths 256,512,1024,2048,4096 --scaling none,linear,ntk,dynamic,yarn,dynamic-yarn \
 		--out reports/extrapolation
+	$(PY) -m eval.summary $(addprefix $(STUDY)/,$(ENCODINGS) rope-pi rope-yarn) --out reports/extrapolation/training.md
 
 visualize: install
 	$(PY) -m eval.visualize --out reports/visualize

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import yaml
+from tqdm import tqdm
 
 from data import DataConfig, TokenData, prepare
 from model.checkpoint import (CheckpointError, atomic_write_text, load_state, load_weights, read_pointer,
@@ -137,13 +138,18 @@ def evaluate(model, windows, data: TokenData, batch_size: int, device, autocast)
     return total / count
 
 
-class Stopper:
+class Stopper(contextlib.AbstractContextManager):
     """Turns SIGINT / SIGTERM into a request to checkpoint and exit after the current step."""
 
-    def __init__(self):
+    def __enter__(self):
         self.signal = None
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, self._handle)
+        self.previous = {sig: signal.signal(sig, self._handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        return False
 
     def _handle(self, signum, frame):
         self.signal = signal.Signals(signum)
@@ -226,74 +232,73 @@ def train(cfg: Config, resume: bool = False) -> Path:
     if not val_windows:
         raise ConfigError(f"no validation document is longer than model.max_seq_len ({seq_len})")
 
-    stopper = Stopper()
     n_params = model.num_params()
     tokens_per_step = t.batch_size * t.grad_accum * seq_len
     log(f"{cfg.run.name}: {cfg.model.position.type} | {n_params / 1e6:.2f}M parameters | {device} | "
         f"{tokens_per_step} tokens/step | {len(train_data) / 1e6:.2f}M training tokens")
-    from tqdm import tqdm
     bar = tqdm(total=t.max_steps, initial=start, disable=not main, dynamic_ncols=True, unit="step")
     loss_sum, loss_count, last_good = torch.zeros((), device=device), 0, start
     clock = time.perf_counter()
     step = start
-    while step < t.max_steps:
-        lr = lr_at(step, t)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        for micro in range(micro_steps):
-            x, y = train_data.batch(t.batch_size, seq_len, cfg.run.seed, step, micro, micro_steps, rank, world)
-            if device.type == "cuda":
-                x, y = x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
-            elif device.type != "cpu":
-                x, y = x.to(device), y.to(device)
-            sync = contextlib.nullcontext() if not ddp or micro == micro_steps - 1 else train_model.no_sync()
-            with sync, autocast:
-                _, loss = train_model(x, y)
-            (loss / micro_steps).backward()
-            loss_sum += loss.detach() / micro_steps
-        if t.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        step += 1
-        loss_count += 1
-        bar.update(1)
+    with Stopper() as stopper:
+        while step < t.max_steps:
+            lr = lr_at(step, t)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            for micro in range(micro_steps):
+                x, y = train_data.batch(t.batch_size, seq_len, cfg.run.seed, step, micro, micro_steps, rank, world)
+                if device.type == "cuda":
+                    x, y = x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
+                elif device.type != "cpu":
+                    x, y = x.to(device), y.to(device)
+                sync = contextlib.nullcontext() if not ddp or micro == micro_steps - 1 else train_model.no_sync()
+                with sync, autocast:
+                    _, loss = train_model(x, y)
+                (loss / micro_steps).backward()
+                loss_sum += loss.detach() / micro_steps
+            if t.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            loss_count += 1
+            bar.update(1)
 
-        is_eval = step % t.eval_every == 0 or step == t.max_steps
-        is_ckpt = step % t.ckpt_every == 0 or step == t.max_steps or stopper.signal is not None
-        if step % t.log_every == 0 or is_eval or is_ckpt:
-            if ddp:
-                dist.all_reduce(loss_sum, op=dist.ReduceOp.AVG)
-            loss_value = loss_sum.item() / loss_count
-            if not math.isfinite(loss_value):
+            is_eval = step % t.eval_every == 0 or step == t.max_steps
+            is_ckpt = step % t.ckpt_every == 0 or step == t.max_steps or stopper.signal is not None
+            if step % t.log_every == 0 or is_eval or is_ckpt:
+                if ddp:
+                    dist.all_reduce(loss_sum, op=dist.ReduceOp.AVG)
+                loss_value = loss_sum.item() / loss_count
+                if not math.isfinite(loss_value):
+                    bar.close()
+                    raise FloatingPointError(f"loss is {loss_value} at step {step}; stopping. The last good "
+                                             f"checkpoint (step {last_good}) in {run_dir} is kept")
+                elapsed = time.perf_counter() - clock
+                row = {"step": step, "loss": round(loss_value, 5), "lr": lr,
+                       "tokens_per_s": round(loss_count * tokens_per_step / elapsed, 1)}
+                if is_eval:
+                    val = evaluate(model, val_windows, val_data, t.batch_size, device, autocast)
+                    row.update(val_loss=round(val, 5), val_ppl=round(math.exp(val), 3))
+                    bar.write(f"step {step}: train loss {loss_value:.4f} | val loss {val:.4f} | val ppl {math.exp(val):.2f}")
+                bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{lr:.1e}", tok_s=f"{row['tokens_per_s']:.0f}")
+                if main:
+                    metrics.write(json.dumps(row) + "\n")
+                    metrics.flush()
+                    if wandb_run is not None:
+                        wandb_run.log(row, step=step)
+                loss_sum.zero_()
+                loss_count = 0
+                clock = time.perf_counter()
+            if is_ckpt:
+                if main:
+                    state = {"step": step, "optimizer": optimizer.state_dict(), "rng": torch.get_rng_state()}
+                    save_checkpoint(run_dir, model, state, step)
+                last_good = step
+            if stopper.signal is not None:
                 bar.close()
-                raise FloatingPointError(f"loss is {loss_value} at step {step}; stopping. The last good "
-                                         f"checkpoint (step {last_good}) in {run_dir} is kept")
-            elapsed = time.perf_counter() - clock
-            row = {"step": step, "loss": round(loss_value, 5), "lr": lr,
-                   "tokens_per_s": round(loss_count * tokens_per_step / elapsed, 1)}
-            if is_eval:
-                val = evaluate(model, val_windows, val_data, t.batch_size, device, autocast)
-                row.update(val_loss=round(val, 5), val_ppl=round(math.exp(val), 3))
-                bar.write(f"step {step}: train loss {loss_value:.4f} | val loss {val:.4f} | val ppl {math.exp(val):.2f}")
-            bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{lr:.1e}", tok_s=f"{row['tokens_per_s']:.0f}")
-            if main:
-                metrics.write(json.dumps(row) + "\n")
-                metrics.flush()
-                if wandb_run is not None:
-                    wandb_run.log(row, step=step)
-            loss_sum.zero_()
-            loss_count = 0
-            clock = time.perf_counter()
-        if is_ckpt:
-            if main:
-                state = {"step": step, "optimizer": optimizer.state_dict(), "rng": torch.get_rng_state()}
-                save_checkpoint(run_dir, model, state, step)
-            last_good = step
-        if stopper.signal is not None:
-            bar.close()
-            log(f"{stopper.signal.name}: checkpoint saved at step {step} in {run_dir}; continue with --resume")
-            raise SystemExit(128 + stopper.signal.value)
+                log(f"{stopper.signal.name}: checkpoint saved at step {step} in {run_dir}; continue with --resume")
+                raise SystemExit(128 + stopper.signal.value)
     bar.close()
     if main:
         metrics.close()

@@ -1,3 +1,4 @@
+import json
 import sys
 from pathlib import Path
 
@@ -14,3 +15,9 @@ def tiny_args(tmp_path):
             "model.d_model=32", "model.n_layers=2", "model.max_seq_len=64", "train.batch_size=4",
             "train.max_steps=20", "train.warmup_steps=5", "train.log_every=5", "train.eval_every=10",
             "train.ckpt_every=10", "train.eval_tokens=512"]
+
+
+def logged_losses(run_dir, key="loss"):
+    """{step: value} from a run's metrics.jsonl."""
+    rows = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
+    return {r["step"]: r.get(key) for r in rows}

@@ -1,5 +1,5 @@
 """Data-parallel training on two CPU processes (gloo) matches one process with the same global batch."""
-import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -7,19 +7,15 @@ from pathlib import Path
 import pytest
 
 import train
+from conftest import logged_losses as losses
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def losses(run_dir):
-    rows = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
-    return {r["step"]: r["loss"] for r in rows}
 
 
 def torchrun(args, n=2):
     result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}",
                              "train.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                            env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert result.returncode == 0, result.stderr[-2000:]
     return result
 

@@ -10,6 +10,8 @@ import pytest
 import yaml
 
 import train
+from eval.summary import summarize
+from conftest import logged_losses
 from generate import generate_tokens
 from model.checkpoint import load_model
 from model.positions import ENCODINGS
@@ -18,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def losses(run_dir):
-    rows = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
-    return {r["step"]: (r["loss"], r.get("val_loss")) for r in rows}
+    """{step: (train loss, val loss or None)}"""
+    val = logged_losses(run_dir, "val_loss")
+    return {step: (loss, val[step]) for step, loss in logged_losses(run_dir).items()}
 
 
 def cli(*args, timeout=300):
@@ -47,6 +50,8 @@ def test_resume_is_exact(tiny_args, tmp_path):
     assert max(losses(tmp_path / "resumed")) == 10
     train.main(tiny_args + ["run.name=resumed", "train.decay_steps=20", "--resume"])
     assert losses(tmp_path / "resumed") == losses(tmp_path / "straight")
+    summary = summarize(tmp_path / "resumed")
+    assert (summary["steps"], summary["val_loss"]) == (20, losses(tmp_path / "straight")[20][1])
 
 
 def test_sigint_checkpoints_and_resume_continues_the_same_run(tiny_args, tmp_path):

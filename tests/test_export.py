@@ -1,13 +1,13 @@
 """model/export.py: transformers' Llama, loaded from the exported directory with no custom code,
 reproduces our logits, greedy generations and token ids."""
 import json
-import random
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import book_texts
 import torch
 import yaml
 
@@ -23,7 +23,6 @@ from model.gpt import GPT, RMSNorm
 from train import Config
 
 REPO = Path(__file__).resolve().parents[1]
-GUTENBERG = REPO.parent / "shared" / "corpora" / "gutenberg"
 VOCAB = 512
 L = 32  # the original training length of the context-extended models
 # Newlines, double spaces, a tab, accents outside the vocab (byte fallback), digits, a literal "<s>".
@@ -31,21 +30,10 @@ PARAGRAPH = ("CHAPTER XII.\n\nThe  café on the Rue Saint-Honoré opened at 7:45
              "for déjà-vu and Ærøskøbing herring.  \n\n   Indented,\tthen tabbed — “quoted” <s> end.\n")
 
 
-def corpus_texts() -> list[str]:
-    """Slices of real books when the shared corpus is beside the checkout, else made-up text."""
-    books = sorted((GUTENBERG / "train").glob("*.txt")) if GUTENBERG.is_dir() else []
-    if len(books) >= 4:
-        return [b.read_text(encoding="utf-8")[5_000:45_000] for b in books[:4]]
-    rng = random.Random(0)
-    words = ["".join(rng.choice("etaoinshrdlucmfwyp") for _ in range(rng.randint(1, 9))) for _ in range(400)]
-    lines = (" ".join(rng.choice(words[:rng.randint(1, 400)]) for _ in range(rng.randint(0, 14))) for _ in range(3000))
-    return ["\n".join(lines) + " 1603, 42.\n"]
-
-
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     """(tokenizer.model path, a text, that text as our token ids)."""
-    texts = corpus_texts()
+    texts = book_texts(4, 40_000)
     path = train_tokenizer(texts, VOCAB, tmp_path_factory.mktemp("tok") / "tok")
     text = "\n".join(texts)
     return path, text, Tokenizer(path).encode(text)

@@ -2,10 +2,10 @@
 rows, fine-tuned runs, sliding windows, outputs, and one-line errors. Trains four tiny runs once."""
 import json
 import math
-import random
 from pathlib import Path
 
 import pytest
+from conftest import book_texts
 import torch
 
 import train
@@ -15,7 +15,6 @@ from model.checkpoint import load_model, read_run_config
 from model.config import from_dict
 
 REPO = Path(__file__).resolve().parents[1]
-GUTENBERG = REPO.parent / "shared" / "corpora" / "gutenberg"
 L = 32  # training length of the tiny runs
 LENGTHS = [16, 32, 64, 128]
 BUDGET = 512
@@ -23,16 +22,8 @@ METHODS = ["none", "linear", "ntk", "dynamic", "yarn", "dynamic-yarn"]
 
 
 def write_corpus(root: Path, n: int = 5, chars: int = 20_000) -> None:
-    """`n` documents: slices of real books when the shared corpus is there, else made-up text."""
-    books = sorted((GUTENBERG / "train").glob("*.txt")) if GUTENBERG.is_dir() else []
-    if len(books) >= n:
-        texts = [b.read_text(encoding="utf-8")[10_000:10_000 + chars] for b in books[:n]]
-    else:
-        rng = random.Random(0)
-        words = "the king and queen of a land far away said that all was well in the end".split()
-        texts = [" ".join(rng.choice(words) for _ in range(chars // 5)) for _ in range(n)]
     root.mkdir(parents=True)
-    for i, text in enumerate(texts):
+    for i, text in enumerate(book_texts(n, chars, offset=10_000)):
         (root / f"doc{i}.txt").write_text(text, encoding="utf-8")
 
 

@@ -41,8 +41,10 @@ def peak_flops(device: torch.device) -> float | None:
 
 
 class PeakMemory(contextlib.AbstractContextManager):
-    """Peak memory (MiB) inside the block: CUDA's allocator peak, or sampled resident set size on
-    Linux CPUs (/proc/self/statm, every 2 ms), relative to the memory in use on entry."""
+    """Peak memory (MiB) inside the block: on CUDA the allocator's peak above what was allocated on
+    entry; on Linux CPUs the process's resident set size, sampled every 2 ms (/proc/self/statm).
+    RSS is absolute (model, libraries and all), since freed memory stays with the process and a
+    difference from entry would read as zero."""
 
     def __init__(self, device: torch.device):
         self.device, self.mib = device, None
@@ -53,7 +55,7 @@ class PeakMemory(contextlib.AbstractContextManager):
             torch.cuda.reset_peak_memory_stats(self.device)
             self.base = torch.cuda.memory_allocated(self.device)
         elif Path("/proc/self/statm").exists():
-            self.base = self.peak = self._rss()
+            self.peak = self._rss()
             self.running = True
             self.thread = threading.Thread(target=self._sample, daemon=True)
             self.thread.start()
@@ -76,7 +78,7 @@ class PeakMemory(contextlib.AbstractContextManager):
         elif hasattr(self, "thread"):
             self.running = False
             self.thread.join()
-            self.mib = (max(self.peak, self._rss()) - self.base) / 2 ** 20
+            self.mib = max(self.peak, self._rss()) / 2 ** 20
         return False
 
 
@@ -162,11 +164,13 @@ def markdown(results: dict) -> str:
     lines = [f"Device: **{results['device']}**, config `{results['config']}`, torch {results['torch']}, "
              f"compile={results['compile']}, batch {results['batch_size']} x {results['seq_len']} tokens.", "",
              "| encoding | params | train tokens/s | MFU | train peak MiB |", "|---|---:|---:|---:|---:|"]
+    # (peak memory: allocated on a GPU, process RSS on a CPU)
     for r in results["rows"]:
         lines.append(f"| {r['position']} | {r['params'] / 1e6:.2f}M | {fmt(r['train_tokens_per_s'])} | "
                      f"{fmt(r['mfu'] and 100 * r['mfu'], '{:.1f}%')} | {fmt(r['train_peak_mib'])} |")
     multiples = [e["multiple"] for e in results["rows"][0]["eval"]]
-    lines += ["", "Evaluation (forward, batch 1): tokens/s / peak MiB at each multiple of the training length.", "",
+    memory = "MiB allocated on the GPU" if "CPU" not in results["device"] else "MiB of process RSS"
+    lines += ["", f"Evaluation (forward, batch 1): tokens/s / peak {memory} at each multiple of the training length.", "",
               "| encoding | " + " | ".join(f"{m}x" for m in multiples) + " |",
               "|---|" + "---:|" * len(multiples)]
     for r in results["rows"]:

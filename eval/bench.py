@@ -164,7 +164,6 @@ def markdown(results: dict) -> str:
     lines = [f"Device: **{results['device']}**, config `{results['config']}`, torch {results['torch']}, "
              f"compile={results['compile']}, batch {results['batch_size']} x {results['seq_len']} tokens.", "",
              "| encoding | params | train tokens/s | MFU | train peak MiB |", "|---|---:|---:|---:|---:|"]
-    # (peak memory: allocated on a GPU, process RSS on a CPU)
     for r in results["rows"]:
         lines.append(f"| {r['position']} | {r['params'] / 1e6:.2f}M | {fmt(r['train_tokens_per_s'])} | "
                      f"{fmt(r['mfu'] and 100 * r['mfu'], '{:.1f}%')} | {fmt(r['train_peak_mib'])} |")

@@ -155,16 +155,30 @@ class Stopper(contextlib.AbstractContextManager):
         self.signal = signal.Signals(signum)
 
 
+def setup_distributed(device: torch.device) -> tuple[bool, int, int, torch.device]:
+    """(ddp, rank, world size, device) from torchrun's environment variables."""
+    if int(os.environ.get("WORLD_SIZE", "1")) == 1:
+        return False, 0, 1, device
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return True, dist.get_rank(), dist.get_world_size(), device
+
+
+def open_metrics(run_dir: Path, resume_step: int | None):
+    """metrics.jsonl opened for appending, without rows logged after the checkpoint we resume from."""
+    path = run_dir / "metrics.jsonl"
+    kept = []
+    if resume_step is not None and path.exists():
+        kept = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= resume_step]
+    atomic_write_text(path, "".join(line + "\n" for line in kept))
+    return open(path, "a")
+
+
 def train(cfg: Config, resume: bool = False) -> Path:
     t = cfg.train
-    ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1
-    rank, world = (int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])) if ddp else (0, 1)
-    device = pick_device(cfg.run.device)
-    if ddp:
-        if device.type == "cuda":
-            device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
-            torch.cuda.set_device(device)
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    ddp, rank, world, device = setup_distributed(pick_device(cfg.run.device))
     if t.grad_accum % world:
         raise ConfigError(f"train.grad_accum ({t.grad_accum}) must be divisible by the number of processes ({world})")
     micro_steps = t.grad_accum // world
@@ -196,6 +210,8 @@ def train(cfg: Config, resume: bool = False) -> Path:
         state = load_state(run_dir)
         optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["rng"])
+        if device.type == "cuda" and "cuda_rng" in state:
+            torch.cuda.set_rng_state(state["cuda_rng"], device)
         start = state["step"]
         log(f"resuming {run_dir} from step {start}")
     elif t.init_from:
@@ -209,13 +225,7 @@ def train(cfg: Config, resume: bool = False) -> Path:
         run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
         shutil.copyfile(data_dir / "tokenizer.model", run_dir / "tokenizer.model")
-        metrics_path = run_dir / "metrics.jsonl"
-        kept = []
-        if metrics_path.exists():  # drop rows logged after the checkpoint we resume from
-            kept = [line for line in metrics_path.read_text().splitlines()
-                    if line and resume and json.loads(line)["step"] <= start]
-        atomic_write_text(metrics_path, "".join(line + "\n" for line in kept))
-        metrics = open(metrics_path, "a")
+        metrics = open_metrics(run_dir, start if resume else None)
         wandb_run = start_wandb(cfg, run_dir) if cfg.run.wandb else None
 
     if device.type == "cuda":
@@ -224,10 +234,12 @@ def train(cfg: Config, resume: bool = False) -> Path:
         model.use_flex_attention(True)
     autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda"
                 else contextlib.nullcontext())
-    train_model = torch.compile(model) if cfg.run.compile else model
+    train_model = model
     if ddp:
         train_model = torch.nn.parallel.DistributedDataParallel(
-            train_model, device_ids=[device.index] if device.type == "cuda" else None)
+            model, device_ids=[device.index] if device.type == "cuda" else None)
+    if cfg.run.compile:  # after DDP, as PyTorch recommends, so its bucketing is compiled in
+        train_model = torch.compile(train_model)
     val_windows = val_data.eval_windows(seq_len, max_tokens=t.eval_tokens)
     if not val_windows:
         raise ConfigError(f"no validation document is longer than model.max_seq_len ({seq_len})")
@@ -293,6 +305,8 @@ def train(cfg: Config, resume: bool = False) -> Path:
             if is_ckpt:
                 if main:
                     state = {"step": step, "optimizer": optimizer.state_dict(), "rng": torch.get_rng_state()}
+                    if device.type == "cuda":
+                        state["cuda_rng"] = torch.cuda.get_rng_state(device)
                     save_checkpoint(run_dir, model, state, step)
                 last_good = step
             if stopper.signal is not None:

@@ -54,8 +54,6 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def weights_of(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """State dict without the tied output projection (safetensors refuses shared storage)."""
-    model = getattr(model, "_orig_mod", model)  # torch.compile wrapper
-    model = getattr(model, "module", model)  # DDP wrapper
     return {k: v.detach().contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
 
 

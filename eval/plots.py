@@ -31,9 +31,10 @@ def curves(rows: list[dict]) -> dict[str, list[dict]]:
 
 
 def style(i: int) -> dict:
-    # tab10 colours first, then the same colours dash-dotted: a study has 5 encodings + 6 scalings
-    return {"color": plt.get_cmap("tab10")(i % 10), "linestyle": "-" if i < 10 else "-.", "marker": "o",
-            "markersize": 3, "linewidth": 1.5}
+    # tab10 colours first, then the same colours dash-dotted: a study has 5 encodings + 6 scalings.
+    # A marker per line keeps curves that coincide (ntk and dynamic, say) both visible.
+    return {"color": plt.get_cmap("tab10")(i % 10), "linestyle": "-" if i < 10 else "-.",
+            "marker": "osv^D<>px*"[i % 10], "markersize": 4, "markerfacecolor": "none", "linewidth": 1.5}
 
 
 def mark_training_lengths(ax, rows: list[dict]) -> None:

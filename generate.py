@@ -16,6 +16,7 @@ import yaml
 
 from model.attention import KVCache
 from model.checkpoint import CheckpointError, load_model
+from model.device import pick_device
 from model.gpt import GPT
 
 
@@ -86,7 +87,7 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rope-scaling", default="from-run",
                         help="YAML mapping, e.g. '{type: yarn, factor: 4}', or 'none'; default: the run's own")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
     args = parser.parse_args(argv)
 
     from data import Tokenizer
@@ -94,7 +95,7 @@ def main(argv=None):
         scaling = args.rope_scaling if args.rope_scaling == "from-run" else yaml.safe_load(args.rope_scaling)
         if scaling == "none":
             scaling = None
-        model = load_model(args.run_dir, scaling=scaling, device=args.device)
+        model = load_model(args.run_dir, scaling=scaling, device=pick_device(args.device))
         tokenizer = Tokenizer(args.run_dir / "tokenizer.model")
     except (CheckpointError, ValueError, yaml.YAMLError) as e:
         print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)

@@ -30,6 +30,7 @@ from data import DataConfig, TokenData, prepare
 from model.checkpoint import (CheckpointError, atomic_write_text, load_state, load_weights, read_pointer,
                               read_run_config, save_checkpoint)
 from model.config import ConfigError, ModelConfig, load_config, to_dict
+from model.device import autocast, pick_device
 from model.gpt import GPT
 
 
@@ -105,16 +106,6 @@ def lr_at(step: int, t: TrainConfig) -> float:
     return t.min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (t.lr - t.min_lr)
 
 
-def pick_device(name: str) -> torch.device:
-    if name != "auto":
-        return torch.device(name)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
-
-
 def make_optimizer(model: GPT, t: TrainConfig, device: torch.device) -> torch.optim.AdamW:
     """AdamW with weight decay on matrices only (not norms or other vectors)."""
     params = [p for p in model.parameters() if p.requires_grad]
@@ -124,13 +115,13 @@ def make_optimizer(model: GPT, t: TrainConfig, device: torch.device) -> torch.op
 
 
 @torch.no_grad()
-def evaluate(model, windows, data: TokenData, batch_size: int, device, autocast) -> float:
+def evaluate(model, windows, data: TokenData, batch_size: int, device) -> float:
     """Mean next-token loss over fixed validation windows (which never cross a document)."""
     model.eval()
     total, count = 0.0, 0
     for i in range(0, len(windows), batch_size):
         chunk = torch.stack([data.window_tensor(s, e) for s, e, _ in windows[i:i + batch_size]]).to(device)
-        with autocast:
+        with autocast(device):
             _, loss = model(chunk[:, :-1], chunk[:, 1:])
         total += loss.item() * chunk[:, 1:].numel()
         count += chunk[:, 1:].numel()
@@ -232,8 +223,6 @@ def train(cfg: Config, resume: bool = False) -> Path:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
         model.use_flex_attention(True)
-    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda"
-                else contextlib.nullcontext())
     train_model = model
     if ddp:
         train_model = torch.nn.parallel.DistributedDataParallel(
@@ -264,7 +253,7 @@ def train(cfg: Config, resume: bool = False) -> Path:
                 elif device.type != "cpu":
                     x, y = x.to(device), y.to(device)
                 sync = contextlib.nullcontext() if not ddp or micro == micro_steps - 1 else train_model.no_sync()
-                with sync, autocast:
+                with sync, autocast(device):
                     _, loss = train_model(x, y)
                 (loss / micro_steps).backward()
                 loss_sum += loss.detach() / micro_steps
@@ -290,7 +279,7 @@ def train(cfg: Config, resume: bool = False) -> Path:
                 row = {"step": step, "loss": round(loss_value, 5), "lr": lr,
                        "tokens_per_s": round(loss_count * tokens_per_step / elapsed, 1)}
                 if is_eval:
-                    val = evaluate(model, val_windows, val_data, t.batch_size, device, autocast)
+                    val = evaluate(model, val_windows, val_data, t.batch_size, device)
                     row.update(val_loss=round(val, 5), val_ppl=round(math.exp(val), 3))
                     bar.write(f"step {step}: train loss {loss_value:.4f} | val loss {val:.4f} | val ppl {math.exp(val):.2f}")
                 bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{lr:.1e}", tok_s=f"{row['tokens_per_s']:.0f}")

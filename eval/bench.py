@@ -10,11 +10,9 @@ training length (batch 1). Writes bench.json and bench.md to --out and prints th
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import platform
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -23,7 +21,9 @@ import torch
 from model.config import ConfigError, load_config
 from model.gpt import GPT, flops_per_token
 from model.positions import ENCODINGS
-from train import Config, make_optimizer, pick_device, resolve
+from eval.memory import PeakMemory
+from model.device import autocast, pick_device
+from train import Config, make_optimizer, resolve
 
 # bf16 dense peak FLOP/s by device-name substring (vendor datasheets).
 PEAK_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L4": 121e12, "4090": 165e12, "A10G": 70e12}
@@ -40,48 +40,6 @@ def peak_flops(device: torch.device) -> float | None:
     return next((v for k, v in PEAK_FLOPS.items() if k in name), None)
 
 
-class PeakMemory(contextlib.AbstractContextManager):
-    """Peak memory (MiB) inside the block: on CUDA the allocator's peak above what was allocated on
-    entry; on Linux CPUs the process's resident set size, sampled every 2 ms (/proc/self/statm).
-    RSS is absolute (model, libraries and all), since freed memory stays with the process and a
-    difference from entry would read as zero."""
-
-    def __init__(self, device: torch.device):
-        self.device, self.mib = device, None
-
-    def __enter__(self):
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats(self.device)
-            self.base = torch.cuda.memory_allocated(self.device)
-        elif Path("/proc/self/statm").exists():
-            self.peak = self._rss()
-            self.running = True
-            self.thread = threading.Thread(target=self._sample, daemon=True)
-            self.thread.start()
-        return self
-
-    @staticmethod
-    def _rss() -> int:
-        import os
-        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-    def _sample(self):
-        while self.running:
-            self.peak = max(self.peak, self._rss())
-            time.sleep(0.002)
-
-    def __exit__(self, *exc):
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
-            self.mib = (torch.cuda.max_memory_allocated(self.device) - self.base) / 2 ** 20
-        elif hasattr(self, "thread"):
-            self.running = False
-            self.thread.join()
-            self.mib = max(self.peak, self._rss()) / 2 ** 20
-        return False
-
-
 def sync(device):
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -94,12 +52,11 @@ def bench_training(cfg: Config, device, steps: int, warmup: int) -> dict:
         model.use_flex_attention(True)
     optimizer = make_optimizer(model, cfg.train, device)
     step_model = torch.compile(model) if cfg.run.compile else model
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
     B, T = cfg.train.batch_size, cfg.model.max_seq_len
     x, y = torch.randint(0, cfg.model.vocab_size, (2, B, T), device=device)
 
     def step():
-        with autocast:
+        with autocast(device):
             _, loss = step_model(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -127,7 +84,6 @@ def bench_training(cfg: Config, device, steps: int, warmup: int) -> dict:
 def bench_eval(model: GPT, device, multiples: list[int], repeats: int) -> list[dict]:
     model.eval()
     L = model.cfg.max_seq_len
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
     rows = []
     for m in multiples:
         length = L * m
@@ -138,13 +94,13 @@ def bench_eval(model: GPT, device, multiples: list[int], repeats: int) -> list[d
             continue
         x = torch.randint(0, model.cfg.vocab_size, (1, length), device=device)
         try:
-            with autocast:
+            with autocast(device):
                 model(x, last_only=True)  # warm-up (and compilation of FlexAttention)
             with PeakMemory(device) as memory:
                 sync(device)
                 start = time.perf_counter()
                 for _ in range(repeats):
-                    with autocast:
+                    with autocast(device):
                         model(x, last_only=True)
                 sync(device)
                 elapsed = time.perf_counter() - start
@@ -168,8 +124,8 @@ def markdown(results: dict) -> str:
         lines.append(f"| {r['position']} | {r['params'] / 1e6:.2f}M | {fmt(r['train_tokens_per_s'])} | "
                      f"{fmt(r['mfu'] and 100 * r['mfu'], '{:.1f}%')} | {fmt(r['train_peak_mib'])} |")
     multiples = [e["multiple"] for e in results["rows"][0]["eval"]]
-    memory = "MiB allocated on the GPU" if "CPU" not in results["device"] else "MiB of process RSS"
-    lines += ["", f"Evaluation (forward, batch 1): tokens/s / peak {memory} at each multiple of the training length.", "",
+    lines += ["", "Evaluation (forward, batch 1): tokens/s / peak MiB in use (GPU allocator, or process RSS on a CPU) "
+              "at each multiple of the training length.", "",
               "| encoding | " + " | ".join(f"{m}x" for m in multiples) + " |",
               "|---|" + "---:|" * len(multiples)]
     for r in results["rows"]:

@@ -28,10 +28,8 @@ what it finished), results.md (a table a person reads) and PNG plots (eval/plots
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
-import resource
 import sys
 import time
 from dataclasses import dataclass
@@ -42,8 +40,10 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from data import DataConfig, TokenData, prepare
+from eval.memory import PeakMemory
 from model.checkpoint import CheckpointError, atomic_write_text, load_model, model_config, read_pointer, read_run_config
 from model.config import ConfigError, from_dict
+from model.device import autocast, pick_device
 from model.rope import SCALINGS
 
 DEFAULT_LENGTHS = "256,512,1024,2048,4096"
@@ -116,14 +116,8 @@ def plan(run: Run, methods: list[str], lengths: list[int]) -> list[Measurement]:
     return out
 
 
-def peak_rss_mb() -> float:
-    """Peak resident memory of this process so far (ru_maxrss: KiB on Linux, bytes on macOS)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
-
-
 @torch.inference_mode()
-def token_losses(model, data: TokenData, windows, length: int, batch_size: int, device, autocast):
+def token_losses(model, data: TokenData, windows, length: int, batch_size: int, device):
     """Sum and count of next-token losses by position in the window, (length,) each, over the
     scored targets of `windows` (the last n_scored of each)."""
     loss_sum = torch.zeros(length, dtype=torch.float64)
@@ -133,7 +127,7 @@ def token_losses(model, data: TokenData, windows, length: int, batch_size: int, 
         chunk = windows[i:i + batch_size]
         tokens = torch.stack([data.window_tensor(s, e) for s, e, _ in chunk]).to(device)  # (B, length+1)
         n_scored = torch.tensor([n for _, _, n in chunk], device=device)
-        with autocast:
+        with autocast(device):
             logits, _ = model(tokens[:, :-1])  # (B, length, V)
         scored = pos[None, :] >= length - n_scored[:, None]  # (B, length)
         if scored.all():  # non-overlapping windows: no copy of the logits
@@ -162,8 +156,6 @@ class Evaluator:
     def __init__(self, split: str, stride: int | None, max_tokens: int, batch_size: int | None, device: str):
         self.split, self.stride, self.max_tokens, self.batch_size = split, stride, max_tokens, batch_size
         self.device = torch.device(device)
-        self.autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if self.device.type == "cuda"
-                         else contextlib.nullcontext())
         self.data: dict[str, TokenData] = {}
         self.model_key, self.model = None, None
         self.done: dict[tuple, dict] = {}
@@ -191,16 +183,15 @@ class Evaluator:
                "factor": None if m.factor is None else round(m.factor, 6), "length": n,
                "train_length": run.train_length, "multiple": round(n / run.train_length, 4),
                "ppl": None, "nll": None, "tokens": 0, "windows": 0, "split": self.split, "stride": stride,
-               "loss_by_position": None, "tokens_per_s": None, "peak_rss_mb": None, "note": None}
+               "loss_by_position": None, "tokens_per_s": None, "peak_mib": None, "note": None}
         model = self.load(m)
         limit = model.position.max_positions
         if limit is not None and n > limit:
-            return {**row, "peak_rss_mb": round(peak_rss_mb(), 1),
-                    "note": f"{run.position} positions stop at {limit - 1}"}
+            return {**row, "note": f"{run.position} positions stop at {limit - 1}"}
         key = (self.model_key, n)
         if key not in self.done:
             self.done[key] = self.compute(run, model, n, stride)
-        return {**row, **self.done[key], "peak_rss_mb": round(peak_rss_mb(), 1)}
+        return {**row, **self.done[key]}
 
     def compute(self, run: Run, model, n: int, stride: int) -> dict:
         data = self.token_data(run.data)
@@ -208,11 +199,10 @@ class Evaluator:
         if not windows:
             return {"note": f"no {self.split} document is longer than {n} tokens"}
         batch = self.batch_size or max(1, TOKENS_PER_FORWARD // n)
-        t0 = time.perf_counter()
-        loss_sum, count = token_losses(model, data, windows, n, batch, self.device, self.autocast)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
-        seconds = time.perf_counter() - t0
+        with PeakMemory(self.device) as memory:
+            t0 = time.perf_counter()
+            loss_sum, count = token_losses(model, data, windows, n, batch, self.device)
+            seconds = time.perf_counter() - t0
         tokens = int(count.sum())
         nll = float(loss_sum.sum()) / tokens
         note = None
@@ -220,6 +210,7 @@ class Evaluator:
             note = f"{self.split} documents hold only {tokens} tokens of the {self.max_tokens}-token budget"
         return {"ppl": math.exp(nll), "nll": nll, "tokens": tokens, "windows": len(windows),
                 "loss_by_position": buckets(loss_sum, count), "tokens_per_s": round(tokens / seconds, 1),
+                "peak_mib": round(memory.mib, 1),
                 "note": note}
 
 
@@ -295,14 +286,6 @@ def parse_scalings(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def pick_device(name: str) -> str:
-    if name != "auto":
-        return name
-    if torch.cuda.is_available():
-        return "cuda"
-    return "mps" if torch.backends.mps.is_available() else "cpu"
-
-
 def run_names(paths: list[Path]) -> list[str]:
     """Run directory names, or the paths as given where two runs share a name."""
     names = [p.name for p in paths]
@@ -356,8 +339,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         print(f"error: {str(e) or 'interrupted'}{kept}", file=sys.stderr)
         sys.exit(130 if isinstance(e, KeyboardInterrupt) else 1 if isinstance(e, CheckpointError) else 2)
     print(markdown(rows))
+    peak = max((r["peak_mib"] for r in rows if r["peak_mib"] is not None), default=0)
     print(f"wrote {args.out}/results.json, results.md, ppl_vs_length.png, loss_vs_position.png | "
-          f"peak RSS {peak_rss_mb():.0f} MB")
+          f"peak memory {peak:,.0f} MiB")
     return rows
 
 

@@ -20,9 +20,6 @@ class ConfigError(ValueError):
     """A mistake in a config file or override; its message is one line that names the key."""
 
 
-POSITION_TYPES = ("learned", "sinusoidal", "rope", "alibi", "nope")
-
-
 @dataclass
 class PositionConfig:
     type: str = "rope"
@@ -54,9 +51,11 @@ class ModelConfig:
         return self.d_model // self.n_heads
 
     def validate(self) -> None:
-        if self.position.type not in POSITION_TYPES:
+        from .positions import ENCODINGS  # the registry (positions.py imports this module)
+        from .rope import rope_frequencies
+        if self.position.type not in ENCODINGS:
             raise ConfigError(f"model.position.type: unknown encoding {self.position.type!r}; "
-                              f"choose one of {', '.join(POSITION_TYPES)}")
+                              f"choose one of {', '.join(sorted(ENCODINGS))}")
         if self.d_model % self.n_heads:
             raise ConfigError(f"model.d_model ({self.d_model}) must be divisible by model.n_heads ({self.n_heads})")
         if self.n_heads % self.n_kv_heads:
@@ -64,8 +63,14 @@ class ModelConfig:
         if self.position.type == "rope" and self.head_dim % 2:
             raise ConfigError(f"model.position.type=rope needs an even head dimension, got "
                               f"d_model/n_heads = {self.head_dim}")
-        if self.position.scaling is not None and self.position.type != "rope":
-            raise ConfigError(f"model.position.scaling applies to rope only, not {self.position.type!r}")
+        if self.position.scaling is not None:
+            if self.position.type != "rope":
+                raise ConfigError(f"model.position.scaling applies to rope only, not {self.position.type!r}")
+            try:  # the model fills in the original length the same way (positions.Rope)
+                rope_frequencies(self.head_dim, self.position.theta,
+                                 {"original_max_position_embeddings": self.max_seq_len, **self.position.scaling})
+            except ValueError as e:
+                raise ConfigError(f"model.position.scaling: {e}") from None
 
 
 def _check_type(value: Any, tp: Any, key: str) -> Any:

@@ -158,6 +158,4 @@ class Alibi(PositionalEncoding):
 
 
 def build_position(cfg: ModelConfig) -> PositionalEncoding:
-    if cfg.position.type not in ENCODINGS:
-        raise ValueError(f"unknown encoding {cfg.position.type!r}; choose one of {', '.join(ENCODINGS)}")
-    return ENCODINGS[cfg.position.type](cfg)
+    return ENCODINGS[cfg.position.type](cfg)  # ModelConfig.validate has checked the name

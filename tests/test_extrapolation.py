@@ -103,7 +103,7 @@ def test_same_token_budget_at_every_length(report):
         if r["ppl"] is not None:
             assert (r["tokens"], r["windows"], r["stride"]) == (BUDGET, BUDGET // r["length"], r["length"])
             assert r["ppl"] == pytest.approx(math.exp(r["nll"]), rel=1e-12)
-            assert r["tokens_per_s"] > 0 and r["peak_rss_mb"] > 0 and r["split"] == "test"
+            assert r["tokens_per_s"] > 0 and r["peak_mib"] > 0 and r["split"] == "test"
 
 
 def test_loss_by_position_buckets_cover_the_window_and_average_to_the_loss(report):

@@ -140,7 +140,7 @@ def test_learned_positions_stop_at_the_table():
 
 
 def test_config_errors_name_the_problem():
-    with pytest.raises(ConfigError, match="unknown encoding 'rotary'.*learned, sinusoidal, rope, alibi, nope"):
+    with pytest.raises(ConfigError, match="unknown encoding 'rotary'.*alibi, learned, nope, rope, sinusoidal"):
         ModelConfig(vocab_size=10, position=PositionConfig(type="rotary")).validate()
     with pytest.raises(ConfigError, match="even head dimension"):
         ModelConfig(vocab_size=10, d_model=60, n_heads=4, n_kv_heads=2).validate()

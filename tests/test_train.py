@@ -106,7 +106,8 @@ def test_generate_cli_is_reproducible_and_handles_long_prompts(tiny_args, tmp_pa
 @pytest.mark.parametrize("args, message", [
     (["model.d_modle=64"], "unknown config key 'model.d_modle'"),
     (["train.max_steps=ten"], "train.max_steps: expected int"),
-    (["model.position.type=rotary"], "choose one of learned, sinusoidal, rope, alibi, nope"),
+    (["model.position.type=rotary"], "choose one of alibi, learned, nope, rope, sinusoidal"),
+    (["model.position.scaling={type: yarm, factor: 4, original_max_position_embeddings: 256}"], "unknown RoPE scaling 'yarm'"),
     (["model.d_model=60", "model.n_heads=4", "model.n_kv_heads=2"], "even head dimension"),
 ])
 def test_bad_config_gets_one_clear_line(args, message):

@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # The CPU wheel keeps a laptop install small; on a CUDA machine use TORCH=torch (the default build).
 TORCH ?= torch==2.13.0
 
-.PHONY: install demo test extrapolation visualize bench clean
+.PHONY: install demo test extrapolation visualize clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,21 +27,35 @@ demo: install
 test: install
 	$(PY) -m pytest tests
 
-# The study behind the README's results: five encodings trained alike, RoPE extended to 4x with PI
-# and with YaRN, everything evaluated at 1x-16x the training context on held-out plays.
+# The study behind the README's results: five encodings trained alike (configs/study.yaml, L = 128)
+# for each of SEEDS seeds; the RoPE run extended to 4x with PI, with YaRN, and without scaling (the
+# control); everything evaluated at 1x-16x on held-out plays, plus the context-use probes.
+# `make -j2 extrapolation SEEDS=3 THREADS=1` trains two seeds at once, one core each.
+SEEDS ?= 1
+THREADS ?=
 STUDY := runs/study
 ENCODINGS := learned sinusoidal rope alibi nope
-extrapolation: install
+EXTENSIONS := rope-pi rope-yarn rope-continued
+SEED_NUMBERS := $(shell seq 1 $(SEEDS))
+STUDY_RUNS := $(foreach s,$(SEED_NUMBERS),$(addprefix $(STUDY)/seed$(s)/,$(ENCODINGS) $(EXTENSIONS)))
+RUN_PY := $(if $(THREADS),OMP_NUM_THREADS=$(THREADS)) $(PY)
+
+study-seed%: install
 	for p in $(ENCODINGS); do \
-		$(PY) train.py --config configs/tiny.yaml run.out_dir=$(STUDY) run.name=$$p model.position.type=$$p \
-			--resume || exit 1; done
-	$(PY) train.py --config configs/extend-4x.yaml run.name=rope-pi \
-		"model.position.scaling={type: linear, factor: 4}" --resume
-	$(PY) train.py --config configs/extend-4x.yaml run.name=rope-yarn --resume
-	$(PY) -m eval.extrapolation $(addprefix $(STUDY)/,$(ENCODINGS) rope-pi rope-yarn) \
-		--lengths 256,512,1024,2048,4096 --scaling none,linear,ntk,dynamic,yarn,dynamic-yarn \
-		--out reports/extrapolation
-	$(PY) -m eval.summary $(addprefix $(STUDY)/,$(ENCODINGS) rope-pi rope-yarn) --out reports/extrapolation/training.md
+		$(RUN_PY) train.py --config configs/study.yaml run.out_dir=$(STUDY)/seed$* run.seed=$* run.name=$$p \
+			model.position.type=$$p --resume || exit 1; done
+	$(RUN_PY) train.py --config configs/extend-4x.yaml run.out_dir=$(STUDY)/seed$* run.seed=$* \
+		train.init_from=$(STUDY)/seed$*/rope run.name=rope-pi "model.position.scaling={type: linear, factor: 4}" --resume
+	$(RUN_PY) train.py --config configs/extend-4x.yaml run.out_dir=$(STUDY)/seed$* run.seed=$* \
+		train.init_from=$(STUDY)/seed$*/rope run.name=rope-yarn --resume
+	$(RUN_PY) train.py --config configs/extend-4x.yaml run.out_dir=$(STUDY)/seed$* run.seed=$* \
+		train.init_from=$(STUDY)/seed$*/rope run.name=rope-continued model.position.scaling=null --resume
+
+extrapolation: $(addprefix study-seed,$(SEED_NUMBERS))
+	$(PY) -m eval.extrapolation $(STUDY_RUNS) --lengths 128,256,512,1024,2048 \
+		--scaling none,linear,ntk,dynamic,yarn,dynamic-yarn --fixed-factors 4 --out reports/extrapolation
+	$(PY) -m eval.probe $(STUDY_RUNS) --out reports/extrapolation
+	$(PY) -m eval.summary $(STUDY_RUNS) --out reports/extrapolation/training.md
 
 visualize: install
 	$(PY) -m eval.visualize --out reports/visualize

@@ -40,6 +40,7 @@ class ModelConfig:
     ffn_hidden: int | None = None  # SwiGLU width; None -> 8/3 * d_model rounded up to a multiple of 64
     norm_eps: float = 1e-5
     dropout: float = 0.0
+    init_std: float = 0.02  # std of every weight at init (GPT-2); sets the token scale additive encodings match
     position: PositionConfig = field(default_factory=PositionConfig)
 
     def __post_init__(self):

@@ -61,18 +61,15 @@ class GPT(nn.Module):
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.embed.weight  # tied
-        # Embeddings are scaled by sqrt(d) as in Vaswani et al., so an additive encoding of
-        # amplitude ~1 does not drown tokens initialised at std 0.02 (DESIGN.md, fair comparison).
+        # Token embeddings are scaled by sqrt(d) as in Vaswani et al.; additive encodings follow
+        # the embedding-scale rule in model/positions.py.
         self.embed_scale = math.sqrt(cfg.d_model)
-        self.apply(self._init_weights)
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=cfg.init_std)
         for name, p in self.named_parameters():  # GPT-2: scale residual projections by depth
             if name.endswith(("o_proj.weight", "down_proj.weight")):
-                nn.init.normal_(p, std=0.02 / math.sqrt(2 * cfg.n_layers))
-
-    @staticmethod
-    def _init_weights(m):
-        if isinstance(m, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(m.weight, std=0.02)
+                nn.init.normal_(p, std=cfg.init_std / math.sqrt(2 * cfg.n_layers))
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())

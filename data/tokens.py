@@ -69,9 +69,10 @@ class TokenData:
 
         The model reads tokens[start:end-1] and predicts tokens[start+1:end]; only the last
         `n_scored` predictions count. Non-overlapping by default (stride = seq_len, all scored).
-        With a smaller stride the windows slide, and each window after a document's first scores
-        only its last `stride` targets, so every target is scored once, with at least
-        seq_len - stride tokens of context. Documents shorter than seq_len + 1 are skipped.
+        With a smaller stride the windows slide and every window, a document's first included,
+        scores only its last `stride` targets: each scored target has at least seq_len - stride
+        tokens of context and is scored once, and the first seq_len - stride targets of a document
+        are never scored. Documents shorter than seq_len + 1 are skipped.
 
         `max_tokens` caps the scored tokens: windows are taken round-robin over documents (the
         first window of every document, then the second ...) while the total stays within the
@@ -83,7 +84,7 @@ class TokenData:
         per_doc = []
         for a, b in zip(self.doc_offsets[:-1].tolist(), self.doc_offsets[1:].tolist()):
             starts = range(a, b - seq_len, stride)  # start + seq_len + 1 <= b
-            per_doc.append([(s, s + seq_len + 1, seq_len if s == a else stride) for s in starts])
+            per_doc.append([(s, s + seq_len + 1, stride) for s in starts])
         if max_tokens is None:
             return [w for windows in per_doc for w in windows]
         chosen, total = [], 0

@@ -1,35 +1,41 @@
-"""Perplexity at and beyond the training length, for every run, length and RoPE scaling method.
+"""Perplexity at and beyond the training length, for every run, seed, length and RoPE scaling method.
 
-    python -m eval.extrapolation runs/tiny runs/tiny-alibi --lengths 256,512,1024,2048,4096 \
-        --scaling none,linear,ntk,dynamic,yarn,dynamic-yarn [--split test] [--stride 128] \
-        [--max-tokens 32768] [--batch-size 4] [--device cpu] [--out reports/extrapolation]
+    python -m eval.extrapolation runs/study/seed1/rope runs/study/seed1/alibi --lengths 128,256,512,1024,2048 \
+        --scaling none,linear,ntk,dynamic,yarn,dynamic-yarn [--fixed-factors 4] [--split test] [--stride 64] \
+        [--max-tokens 32768] [--batch-size 4] [--decode-chunk 1] [--device cpu] [--out reports/extrapolation]
 
-The protocol is the ALiBi paper's (Press et al., arXiv 2108.12409): windows of `length` tokens
-inside held-out documents, non-overlapping by default, or sliding with --stride so that every
-target is scored once with at least length - stride tokens of context. Every length scores the
-same budget of tokens (--max-tokens), so the numbers differ only by context length.
+The protocol is the ALiBi paper's (Press et al., arXiv 2108.12409, section 4): windows of `length`
+tokens inside held-out documents, non-overlapping by default (every target of a window scored). With
+--stride the windows slide and each scores only its last `stride` targets, so every scored target
+has at least length - stride tokens of context (a document's first length - stride targets are not
+scored). Every length scores the same budget of tokens (--max-tokens) on the same documents, and
+every run on the same windows, so numbers differ only by context length and model.
 
-Which scalings apply to which run:
-  - rope, trained without scaling: every method in --scaling. Static methods (linear = PI,
-    arXiv 2306.15595; ntk; yarn, arXiv 2309.00071) get s = max(1, length / L), L = the run's
-    max_seq_len, so at length <= L they are plain RoPE. The dynamic methods know no target
-    length: `dynamic` runs with factor 1, so b' = b * (T/L)^(d/(d-2)) for the current length T
-    (the YaRN paper's Dynamic NTK, section 3.3), and `dynamic-yarn` uses s = max(1, T / L). In
-    full-length windows they therefore equal ntk and yarn; they differ in generation, where T
-    grows one token at a time.
-  - rope fine-tuned with a scaling (config has model.position.scaling): that scaling only,
-    labelled e.g. "yarn (fine-tuned)"; its L is original_max_position_embeddings.
-  - every other encoding: `none` only. `learned` past its table is a row with ppl null and a
-    note, never a clamped position.
+Which scalings apply to which run (L = the run's max_seq_len):
+  - rope, trained from scratch without scaling: every method in --scaling.
+      * static methods (linear = PI, arXiv 2306.15595; ntk; yarn, arXiv 2309.00071) twice: with the
+        per-length factor s = max(1, length / L) (plain RoPE up to L), and with each fixed factor of
+        --fixed-factors at every length, 1x included: the cost of a fixed s at short lengths.
+      * dynamic methods run as in generation: the first L tokens of a window are prefilled, the rest
+        decoded through the KV cache --decode-chunk tokens at a time, the frequencies following the
+        current length T (`dynamic`: NTK with s = T / L, the YaRN paper's Dynamic NTK, section 3.3;
+        `dynamic-yarn`: YaRN with s = T / L). Keys are cached before rotation and re-rotated.
+  - a run continued from another (train.init_from: a context-extension fine-tune or its control):
+    only the scaling it was trained with (or none), labelled e.g. "yarn (fine-tuned)"; its L is
+    original_max_position_embeddings when it has a scaling.
+  - every other encoding: `none` only. `learned` past its table is a row with ppl null and a note,
+    never a clamped position.
 
-Writes results.json (one row per measurement, rewritten after each, so an interrupted run keeps
-what it finished), results.md (a table a person reads) and PNG plots (eval/plots.py).
+Rows carry the run's seed (run.seed), so several seeds of one study aggregate in results.md
+(mean and standard deviation over seeds). Writes results.json (one row per measurement, rewritten
+after each, so an interrupted run keeps what it finished), results.md and PNG plots (eval/plots.py).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -41,16 +47,17 @@ from tqdm import tqdm
 
 from data import DataConfig, TokenData, prepare
 from eval.memory import PeakMemory
+from eval.results import curve_label, format_ppl, markdown
+from model.attention import KVCache
 from model.checkpoint import CheckpointError, atomic_write_text, load_model, model_config, read_pointer, read_run_config
 from model.config import ConfigError, from_dict
 from model.device import autocast, pick_device
-from model.rope import SCALINGS
+from model.rope import DYNAMIC, SCALINGS
 
 DEFAULT_LENGTHS = "256,512,1024,2048,4096"
 DEFAULT_MAX_TOKENS = 32768
 TOKENS_PER_FORWARD = 16384  # default batch = this // length (at least 1): bounds logits and attention memory
 N_BUCKETS = 8  # position buckets of loss_by_position
-STATIC = ("linear", "ntk", "yarn")  # methods whose factor is fixed when the model is built
 
 
 class EvalError(ValueError):
@@ -61,9 +68,11 @@ class EvalError(ValueError):
 class Run:
     path: Path
     name: str
+    seed: int
     position: str  # encoding type
     train_length: int  # L: the training length, or the base run's for a fine-tuned run
     scaling: dict | None  # the run's own RoPE scaling (a context-extension fine-tune), else None
+    continued: bool  # trained from another run's weights (train.init_from)
     data: DataConfig
 
 
@@ -73,70 +82,95 @@ class Measurement:
     label: str  # scaling column: a method name, or e.g. "yarn (fine-tuned)"
     scaling: dict | str | None  # what load_model gets
     factor: float | None
+    factor_rule: str | None  # "length/L", "fixed", "T/L" (dynamic), "fine-tuned"; None for no scaling
     length: int
+    decode_from: int | None = None  # prefill this many tokens, decode the rest through the KV cache
 
 
 def read_run(path: Path, name: str) -> Run:
     """Everything needed to plan a run's measurements; fails now rather than after the other runs."""
     read_pointer(path)  # raises CheckpointError when there is no checkpoint
+    config = read_run_config(path)
     try:
         model = model_config(path)
-        data = from_dict(DataConfig, read_run_config(path).get("data") or {}, "data")
+        data = from_dict(DataConfig, config.get("data") or {}, "data")
     except ConfigError as e:
         raise CheckpointError(f"{path}/config.yaml: {e}") from None
     scaling = dict(model.position.scaling) if model.position.scaling else None
     L = model.max_seq_len
     if scaling:
         L = scaling.get("original_max_position_embeddings") or L
-    return Run(path, name, model.position.type, int(L), scaling, data)
+    run, train = config.get("run") or {}, config.get("train") or {}
+    return Run(path, name, int(run.get("seed", 0)), model.position.type, int(L), scaling,
+               bool(train.get("init_from")), data)
 
 
-def plan(run: Run, methods: list[str], lengths: list[int]) -> list[Measurement]:
-    """The (scaling, length) measurements of one run, in table order."""
-    out = []
-    if run.position != "rope":
-        return [Measurement(run, "none", None, None, n) for n in lengths]
+def plan(run: Run, methods: list[str], lengths: list[int], fixed_factors: list[float]) -> list[Measurement]:
+    """The (scaling, factor, length) measurements of one run, in table order."""
+    if run.position != "rope" or (run.continued and not run.scaling):
+        return [Measurement(run, "none" if not run.continued else "none (fine-tuned)", None, None, None, n)
+                for n in lengths]
+    L = run.train_length
     if run.scaling:
         kind = run.scaling.get("type", run.scaling.get("rope_type", "none"))
-        for n in lengths:
-            factor = max(1.0, n / run.train_length) if kind == "dynamic-yarn" else run.scaling.get("factor")
-            out.append(Measurement(run, f"{kind} (fine-tuned)", "from-run", factor, n))
-        return out
+        dynamic = kind in DYNAMIC
+        return [Measurement(run, f"{kind} (fine-tuned)", "from-run",
+                            max(1.0, n / L) if kind == "dynamic-yarn" else run.scaling.get("factor"), "fine-tuned", n,
+                            decode_from=L if dynamic and n > L else None)
+                for n in lengths]
+    out = []
     for method in methods:
-        for n in lengths:
-            s = max(1.0, n / run.train_length)
-            factor = 1.0 if method == "dynamic" else s
-            if method == "none" or (method in STATIC and s == 1.0):
-                # A static method with s = 1 is plain RoPE; loading it as such makes the rows
-                # identical, not merely equal up to float rounding.
-                scaling = None
-            else:
-                scaling = {"type": method, "factor": factor, "original_max_position_embeddings": run.train_length}
-            out.append(Measurement(run, method, scaling, None if method == "none" else factor, n))
+        if method == "none":
+            out += [Measurement(run, method, None, None, None, n) for n in lengths]
+        elif method in DYNAMIC:
+            # Factor 1 for dynamic NTK: b' = b * (T/L)^(d/(d-2)), s following the current length T.
+            scaling = {"type": method, "factor": 1.0, "original_max_position_embeddings": L}
+            out += [Measurement(run, method, scaling, None, "T/L", n, decode_from=L if n > L else None)
+                    for n in lengths]
+        else:
+            for n in lengths:
+                s = max(1.0, n / L)
+                # s = 1 is plain RoPE: loading it as such makes the rows identical, not merely close.
+                scaling = None if s == 1.0 else {"type": method, "factor": s, "original_max_position_embeddings": L}
+                out.append(Measurement(run, method, scaling, s, "length/L", n))
+            for s in fixed_factors:
+                scaling = {"type": method, "factor": s, "original_max_position_embeddings": L}
+                out += [Measurement(run, method, scaling, s, "fixed", n) for n in lengths]
     return out
 
 
 @torch.inference_mode()
-def token_losses(model, data: TokenData, windows, length: int, batch_size: int, device):
+def window_losses(model, x: torch.Tensor, y: torch.Tensor, decode_from: int | None, chunk: int) -> torch.Tensor:
+    """Next-token losses (B, n) of windows x -> y (B, n each): one forward pass, or, with
+    `decode_from`, a prefill of that many tokens and then decoding through the KV cache `chunk`
+    tokens at a time, as generation runs."""
+    if decode_from is None:
+        with autocast(x.device):
+            logits, _ = model(x)  # (B, n, V)
+        return F.cross_entropy(logits.float().transpose(1, 2), y, reduction="none")
+    cache, parts = KVCache(model.cfg.n_layers), []
+    edges = [0, *range(decode_from, x.shape[1], chunk), x.shape[1]]
+    for a, b in zip(edges, edges[1:]):
+        with autocast(x.device):
+            logits, _ = model(x[:, a:b], cache=cache)  # (B, b - a, V)
+        parts.append(F.cross_entropy(logits.float().transpose(1, 2), y[:, a:b], reduction="none"))
+    return torch.cat(parts, dim=1)
+
+
+def token_losses(model, data: TokenData, windows, length: int, batch_size: int, device,
+                 decode_from: int | None = None, chunk: int = 1):
     """Sum and count of next-token losses by position in the window, (length,) each, over the
     scored targets of `windows` (the last n_scored of each)."""
     loss_sum = torch.zeros(length, dtype=torch.float64)
     count = torch.zeros(length, dtype=torch.int64)
-    pos = torch.arange(length, device=device)
+    pos = torch.arange(length)
     for i in range(0, len(windows), batch_size):
-        chunk = windows[i:i + batch_size]
-        tokens = torch.stack([data.window_tensor(s, e) for s, e, _ in chunk]).to(device)  # (B, length+1)
-        n_scored = torch.tensor([n for _, _, n in chunk], device=device)
-        with autocast(device):
-            logits, _ = model(tokens[:, :-1])  # (B, length, V)
-        scored = pos[None, :] >= length - n_scored[:, None]  # (B, length)
-        if scored.all():  # non-overlapping windows: no copy of the logits
-            nll = F.cross_entropy(logits.flatten(0, 1).float(), tokens[:, 1:].flatten(), reduction="none")
-        else:
-            nll = F.cross_entropy(logits[scored].float(), tokens[:, 1:][scored], reduction="none")  # (N,)
-        where = pos.expand_as(scored)[scored].cpu()
-        loss_sum.index_add_(0, where, nll.double().cpu())
-        count += torch.bincount(where, minlength=length)
+        chunk_windows = windows[i:i + batch_size]
+        tokens = torch.stack([data.window_tensor(s, e) for s, e, _ in chunk_windows]).to(device)  # (B, length+1)
+        nll = window_losses(model, tokens[:, :-1], tokens[:, 1:], decode_from, chunk).double().cpu()
+        scored = pos[None, :] >= length - torch.tensor([n for _, _, n in chunk_windows])[:, None]  # (B, length)
+        loss_sum += (nll * scored).sum(0)
+        count += scored.sum(0)
     return loss_sum, count
 
 
@@ -146,16 +180,24 @@ def buckets(loss_sum: torch.Tensor, count: torch.Tensor, n: int = N_BUCKETS) -> 
     out = []
     for a, b in zip(edges, edges[1:]):
         c = int(count[a:b].sum())
-        out.append({"start": a, "end": b, "loss": round(float(loss_sum[a:b].sum()) / c, 5) if c else None})
+        out.append({"start": a, "end": b, "loss": finite(float(loss_sum[a:b].sum()) / c, 5) if c else None})
     return out
+
+
+def finite(x: float, digits: int | None = None) -> float | None:
+    """x, rounded, or None (JSON null) where it is not finite."""
+    if not math.isfinite(x):
+        return None
+    return round(x, digits) if digits is not None else x
 
 
 class Evaluator:
     """Measures rows, reusing loaded models, token data, windows and identical measurements."""
 
-    def __init__(self, split: str, stride: int | None, max_tokens: int, batch_size: int | None, device: str):
+    def __init__(self, split: str, stride: int | None, max_tokens: int, batch_size: int | None, device: str,
+                 decode_chunk: int = 1):
         self.split, self.stride, self.max_tokens, self.batch_size = split, stride, max_tokens, batch_size
-        self.device = torch.device(device)
+        self.device, self.decode_chunk = torch.device(device), decode_chunk
         self.data: dict[str, TokenData] = {}
         self.model_key, self.model = None, None
         self.done: dict[tuple, dict] = {}
@@ -179,21 +221,22 @@ class Evaluator:
     def measure(self, m: Measurement) -> dict:
         run, n = m.run, m.length
         stride = min(self.stride or n, n)  # a stride longer than the window means non-overlapping
-        row = {"run": run.name, "position": run.position, "scaling": m.label,
-               "factor": None if m.factor is None else round(m.factor, 6), "length": n,
-               "train_length": run.train_length, "multiple": round(n / run.train_length, 4),
+        row = {"run": run.name, "seed": run.seed, "position": run.position, "scaling": m.label,
+               "factor_rule": m.factor_rule, "factor": None if m.factor is None else round(m.factor, 6),
+               "length": n, "train_length": run.train_length, "multiple": round(n / run.train_length, 4),
+               "through_cache": m.decode_from is not None,
                "ppl": None, "nll": None, "tokens": 0, "windows": 0, "split": self.split, "stride": stride,
                "loss_by_position": None, "tokens_per_s": None, "peak_mib": None, "note": None}
         model = self.load(m)
         limit = model.position.max_positions
         if limit is not None and n > limit:
             return {**row, "note": f"{run.position} positions stop at {limit - 1}"}
-        key = (self.model_key, n)
+        key = (self.model_key, n, m.decode_from)
         if key not in self.done:
-            self.done[key] = self.compute(run, model, n, stride)
+            self.done[key] = self.compute(run, model, n, stride, m.decode_from)
         return {**row, **self.done[key]}
 
-    def compute(self, run: Run, model, n: int, stride: int) -> dict:
+    def compute(self, run: Run, model, n: int, stride: int, decode_from: int | None) -> dict:
         data = self.token_data(run.data)
         windows = data.eval_windows(n, max_tokens=self.max_tokens, stride=stride)
         if not windows:
@@ -201,64 +244,23 @@ class Evaluator:
         batch = self.batch_size or max(1, TOKENS_PER_FORWARD // n)
         with PeakMemory(self.device) as memory:
             t0 = time.perf_counter()
-            loss_sum, count = token_losses(model, data, windows, n, batch, self.device)
+            loss_sum, count = token_losses(model, data, windows, n, batch, self.device, decode_from,
+                                           self.decode_chunk)
             seconds = time.perf_counter() - t0
         tokens = int(count.sum())
         nll = float(loss_sum.sum()) / tokens
         note = None
         if tokens < self.max_tokens:
             note = f"{self.split} documents hold only {tokens} tokens of the {self.max_tokens}-token budget"
-        return {"ppl": math.exp(nll), "nll": nll, "tokens": tokens, "windows": len(windows),
-                "loss_by_position": buckets(loss_sum, count), "tokens_per_s": round(tokens / seconds, 1),
-                "peak_mib": round(memory.mib, 1),
-                "note": note}
+        return {"ppl": finite(math.exp(min(nll, 700.0))), "nll": finite(nll), "tokens": tokens,
+                "windows": len(windows), "loss_by_position": buckets(loss_sum, count),
+                "tokens_per_s": round(tokens / seconds, 1), "peak_mib": round(memory.mib, 1), "note": note}
 
 
 # ----------------------------------------------------------------------------- report
 
-def format_ppl(ppl: float | None) -> str:
-    if ppl is None:
-        return "n/a"
-    return f"{ppl:.2f}" if ppl < 1e4 else f"{ppl:.2e}"
-
-
-def markdown(rows: list[dict]) -> str:
-    """One table row per (run, scaling), one column per length, and a legend."""
-    lengths = sorted({r["length"] for r in rows})
-    table: dict[tuple, dict] = {}
-    for r in rows:
-        table.setdefault((r["run"], r["position"], r["scaling"], r["train_length"]), {})[r["length"]] = r
-    lines = ["# Perplexity by evaluation length", "",
-             "| run | position | scaling | L | " + " | ".join(str(n) for n in lengths) + " |",
-             "|---|---|---|---:|" + "---:|" * len(lengths)]
-    for (run, position, scaling, L), cells in table.items():
-        values = [format_ppl(cells[n]["ppl"]) if n in cells else "" for n in lengths]
-        lines.append(f"| {run} | {position} | {scaling} | {L} | " + " | ".join(values) + " |")
-    measured = [r for r in rows if r["ppl"] is not None]
-    split = rows[0]["split"] if rows else "test"
-    strides = {r["stride"] for r in rows if r["stride"] != r["length"]}
-    protocol = (f"sliding windows (stride {', '.join(map(str, sorted(strides)))}; each target scored once)"
-                if strides else "non-overlapping windows")
-    tokens = sorted({r["tokens"] for r in measured})
-    token_text = (f"{tokens[0]:,}" if len(tokens) == 1 else f"{tokens[0]:,} to {tokens[-1]:,}") if tokens else "no"
-    lines += ["", f"Perplexity (exp of the mean next-token loss) on the {split} split: {protocol} inside "
-              f"documents, {token_text} scored tokens per cell (ALiBi paper protocol, arXiv 2108.12409).", "",
-              "- L: training length (for a fine-tuned run, the base run's); lengths above L are extrapolation.",
-              "- linear (PI), ntk, yarn: static, factor s = max(1, length / L), so plain RoPE up to L. "
-              "dynamic (factor 1: NTK base stretched by T / L) and dynamic-yarn (s = T / L) follow the current "
-              "length T, so in these full-length windows they equal ntk and yarn; they differ in generation.",
-              "- \"(fine-tuned)\": a context-extension run evaluated with the scaling it was trained with.",
-              "- n/a: not applicable (learned positions past their table) or no document long enough.",
-              "- results.json has the factor, token and window counts, loss by position bucket, "
-              "throughput and memory of every cell."]
-    notes = sorted({f"{r['run']} @ {r['length']}: {r['note']}" for r in rows if r["note"] and r["ppl"] is None})
-    if notes:
-        lines += ["", "Not applicable:", ""] + [f"- {n}" for n in notes]
-    return "\n".join(lines) + "\n"
-
-
 def write_report(rows: list[dict], out: Path, plots: bool = True) -> None:
-    atomic_write_text(out / "results.json", json.dumps(rows, indent=2) + "\n")
+    atomic_write_text(out / "results.json", json.dumps(rows, indent=2, allow_nan=False) + "\n")
     atomic_write_text(out / "results.md", markdown(rows))
     if plots:
         from eval.plots import plot_results
@@ -286,10 +288,24 @@ def parse_scalings(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def run_names(paths: list[Path]) -> list[str]:
-    """Run directory names, or the paths as given where two runs share a name."""
-    names = [p.name for p in paths]
-    return [n if names.count(n) == 1 else str(p) for n, p in zip(names, paths)]
+def parse_factors(text: str) -> list[float]:
+    try:
+        factors = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise EvalError(f"--fixed-factors must be comma-separated numbers, got {text!r}") from None
+    if any(not math.isfinite(s) or s <= 1 for s in factors):
+        raise EvalError(f"--fixed-factors must be numbers above 1, got {text!r}")
+    return list(dict.fromkeys(factors))
+
+
+def read_runs(paths: list[Path]) -> list[Run]:
+    """The runs, named by their directory, or by the path as given where two runs of one seed share a name."""
+    runs = [read_run(p, p.name) for p in paths]
+    keys = [(r.name, r.seed) for r in runs]
+    for r, key in zip(runs, keys):
+        if keys.count(key) > 1:
+            r.name = str(r.path)
+    return runs
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -298,6 +314,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--lengths", default=DEFAULT_LENGTHS, help=f"evaluation lengths (default {DEFAULT_LENGTHS})")
     parser.add_argument("--scaling", default=",".join(SCALINGS),
                         help="RoPE scaling methods for unscaled rope runs (default: all)")
+    parser.add_argument("--fixed-factors", default="4",
+                        help="fixed factors at which static methods are also evaluated at every length "
+                             "(comma-separated, '' for none; default 4)")
+    parser.add_argument("--decode-chunk", type=int, default=1,
+                        help="tokens per decoding step of the dynamic methods past L (default 1, as in generation)")
     parser.add_argument("--split", default="test", choices=("train", "val", "test"))
     parser.add_argument("--stride", type=int, default=None, help="sliding-window stride (default: non-overlapping)")
     parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS,
@@ -311,15 +332,19 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows: list[dict] = []
     try:
         lengths, methods = parse_lengths(args.lengths), parse_scalings(args.scaling)
-        if args.stride is not None and args.stride < 1:
-            raise EvalError(f"--stride must be >= 1, got {args.stride}")
-        if args.batch_size is not None and args.batch_size < 1:
-            raise EvalError(f"--batch-size must be >= 1, got {args.batch_size}")
+        fixed_factors = parse_factors(args.fixed_factors)
+        for option, value in (("--stride", args.stride), ("--batch-size", args.batch_size),
+                              ("--decode-chunk", args.decode_chunk)):
+            if value is not None and value < 1:
+                raise EvalError(f"{option} must be >= 1, got {value}")
         if args.max_tokens < lengths[-1]:
             raise EvalError(f"--max-tokens ({args.max_tokens}) must be at least the longest length ({lengths[-1]})")
-        runs = [read_run(p, name) for p, name in zip(args.runs, run_names(args.runs))]
-        measurements = [m for run in runs for m in plan(run, methods, lengths)]
-        evaluator = Evaluator(args.split, args.stride, args.max_tokens, args.batch_size, pick_device(args.device))
+        if args.out.exists() and not args.out.is_dir():
+            raise EvalError(f"--out {args.out} is a file, not a folder")
+        runs = read_runs(args.runs)
+        measurements = [m for run in runs for m in plan(run, methods, lengths, fixed_factors)]
+        evaluator = Evaluator(args.split, args.stride, args.max_tokens, args.batch_size, pick_device(args.device),
+                              args.decode_chunk)
         args.out.mkdir(parents=True, exist_ok=True)
         bar = tqdm(measurements, unit="measurement", dynamic_ncols=True)
         for m in bar:
@@ -327,7 +352,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             row = evaluator.measure(m)
             rows.append(row)
             write_report(rows, args.out, plots=False)  # finished rows survive a crash or Ctrl-C
-            bar.write(f"{row['run']} | {row['scaling']} | {row['length']}: ppl {format_ppl(row['ppl'])} "
+            bar.write(f"{row['run']} (seed {row['seed']}) | {curve_label(row)} | {row['length']}: ppl {format_ppl(row['ppl'])} "
                       f"({row['tokens']} tokens, {row['windows']} windows)"
                       + (f" [{row['note']}]" if row["note"] else ""))
         bar.close()
@@ -337,7 +362,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         if rows:
             write_report(rows, args.out)
         print(f"error: {str(e) or 'interrupted'}{kept}", file=sys.stderr)
-        sys.exit(130 if isinstance(e, KeyboardInterrupt) else 1 if isinstance(e, CheckpointError) else 2)
+        # a bad path or option is the user's (2); a checkpoint that breaks once measuring began is a failed run (1)
+        failed = isinstance(e, CheckpointError) and bool(rows)
+        sys.exit(130 if isinstance(e, KeyboardInterrupt) else 1 if failed else 2)
     print(markdown(rows))
     peak = max((r["peak_mib"] for r in rows if r["peak_mib"] is not None), default=0)
     print(f"wrote {args.out}/results.json, results.md, ppl_vs_length.png, loss_vs_position.png | "

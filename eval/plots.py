@@ -2,15 +2,18 @@
 
     python -m eval.plots reports/extrapolation/results.json [--out DIR]
 
-ppl_vs_length.png     perplexity vs evaluation length (log-log), one line per (run, scaling),
-                      a dashed vertical line at each training length
-loss_vs_position.png  loss by position bucket at the longest length, one line per (run, scaling),
-                      so degradation at tail positions is visible rather than averaged away
+ppl_vs_length.png     perplexity vs evaluation length (log-log), one line per (run, scaling): the mean
+                      over seeds, with a band from the lowest to the highest seed; left the encodings
+                      and the fine-tunes, right the RoPE scalings of the base RoPE run
+loss_vs_position.png  at the longest length, each run's loss by position bucket minus NoPE's on the
+                      same windows (same seed), so degradation at tail positions is visible rather
+                      than averaged away, and text difficulty cancels
 """
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -20,68 +23,92 @@ matplotlib.use("Agg")  # files only; no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
-
-def curves(rows: list[dict]) -> dict[str, list[dict]]:
-    """Rows grouped by (run, scaling) in first-seen order, labelled for a legend."""
-    out: dict[str, list[dict]] = {}
-    for r in rows:
-        label = r["run"] if r["position"] != "rope" else f"{r['run']} ({r['scaling']})"
-        out.setdefault(label, []).append(r)
-    return out
+from eval.results import curves, relative_to_nope  # noqa: E402
 
 
 def style(i: int) -> dict:
-    # tab10 colours first, then the same colours dash-dotted: a study has 5 encodings + 6 scalings.
-    # A marker per line keeps curves that coincide (ntk and dynamic, say) both visible.
+    # tab10 colours first, then the same colours dash-dotted. A marker per line keeps curves that
+    # coincide (static and fixed factors at one length, say) both visible.
     return {"color": plt.get_cmap("tab10")(i % 10), "linestyle": "-" if i < 10 else "-.",
             "marker": "osv^D<>px*"[i % 10], "markersize": 4, "markerfacecolor": "none", "linewidth": 1.5}
 
 
-def mark_training_lengths(ax, rows: list[dict]) -> None:
-    for i, L in enumerate(sorted({r["train_length"] for r in rows})):
+def panels(keys: list[tuple]) -> tuple[list[tuple], list[tuple]]:
+    """(encodings and fine-tunes, RoPE scalings of unscaled RoPE runs)."""
+    scalings = [k for k in keys if k[1] == "rope" and k[2] != "none" and "(fine-tuned)" not in k[2]]
+    return [k for k in keys if k not in scalings], scalings
+
+
+def legend_label(key: tuple) -> str:
+    run, position, label, _ = key
+    return run if label == "none" else f"{run}: {label}"
+
+
+def mark_training_lengths(ax, keys: list[tuple]) -> None:
+    for i, L in enumerate(sorted({k[3] for k in keys})):
         ax.axvline(L, color="grey", linestyle="--", linewidth=1, label="training length" if i == 0 else None)
 
 
 def plot_ppl_vs_length(rows: list[dict], path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for i, (label, rs) in enumerate(curves(rows).items()):
-        points = sorted((r["length"], r["ppl"]) for r in rs if r["ppl"] is not None)
-        if points:
-            ax.plot(*zip(*points), label=label, **style(i))
-    mark_training_lengths(ax, rows)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.xaxis.set_major_formatter(ticker.StrMethodFormatter("{x:.0f}"))
+    table = curves(rows)
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.5), sharey=True)
     ppls = [r["ppl"] for r in rows if r["ppl"] is not None]
     plain = ticker.FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 100 else f"{v:.3g}")  # 1508, not 1.508 x 10^3
-    ax.yaxis.set_major_formatter(plain)
-    # within a decade only minor ticks fall in range: label them; across decades they would crowd
-    ax.yaxis.set_minor_formatter(plain if ppls and max(ppls) < 10 * min(ppls) else ticker.NullFormatter())
-    ax.set_xlabel("evaluation length (tokens)")
-    ax.set_ylabel(f"perplexity ({rows[0]['split'] if rows else 'test'} split)")
-    ax.set_title("Perplexity vs evaluation length")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    for ax, keys, title in zip(axes, panels(list(table)), ("Encodings and context-extension fine-tunes",
+                                                          "RoPE scalings without training")):
+        for i, key in enumerate(keys):
+            points = []
+            for length, rs in sorted(table[key].items()):
+                values = [r["ppl"] for r in rs if r["ppl"] is not None]
+                if values and len(values) == len(rs):
+                    points.append((length, statistics.fmean(values), min(values), max(values)))
+            if points:
+                x, mean, low, high = zip(*points)
+                st = style(i)
+                ax.plot(x, mean, label=legend_label(key), **st)
+                ax.fill_between(x, low, high, color=st["color"], alpha=0.15, linewidth=0)
+        mark_training_lengths(ax, keys)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(ticker.StrMethodFormatter("{x:.0f}"))
+        ax.yaxis.set_major_formatter(plain)
+        # within a decade only minor ticks fall in range: label them; across decades they would crowd
+        ax.yaxis.set_minor_formatter(plain if ppls and max(ppls) < 10 * min(ppls) else ticker.NullFormatter())
+        ax.set_xlabel("evaluation length (tokens)")
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    seeds = len({r["seed"] for r in rows})
+    axes[0].set_ylabel(f"perplexity ({rows[0]['split'] if rows else 'test'} split; mean of {seeds} seed(s), "
+                       "band: min to max)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
 def plot_loss_vs_position(rows: list[dict], path: Path) -> None:
-    measured = [r for r in rows if r["loss_by_position"]]
-    longest = max((r["length"] for r in measured), default=None)
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for i, (label, rs) in enumerate(curves(rows).items()):
-        for r in rs:
-            if r["length"] == longest and r["loss_by_position"]:
-                points = [((b["start"] + b["end"]) / 2, b["loss"]) for b in r["loss_by_position"] if b["loss"] is not None]
-                ax.plot(*zip(*points), label=label, **style(i))
-    mark_training_lengths(ax, [r for r in measured if r["length"] == longest])
-    ax.set_xlabel("position in the window (bucket centre)")
-    ax.set_ylabel("mean next-token loss")
-    ax.set_title(f"Loss by position at length {longest}" if longest else "Loss by position (no data)")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    deltas = relative_to_nope(rows)
+    longest = max((r["length"] for r in rows if r["loss_by_position"]), default=None)
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.5), sharey=True)
+    buckets = next((r["loss_by_position"] for r in rows if r["length"] == longest and r["loss_by_position"]), [])
+    centres = [(b["start"] + b["end"]) / 2 for b in buckets]
+    for ax, keys in zip(axes, panels([k for k in deltas if k[1] != "nope"])):
+        for i, key in enumerate(keys):
+            per_seed = deltas[key].get(longest)
+            if per_seed and all(len(d) == len(centres) for d in per_seed):
+                columns = list(zip(*per_seed))
+                st = style(i)
+                ax.plot(centres, [statistics.fmean(c) for c in columns], label=legend_label(key), **st)
+                ax.fill_between(centres, [min(c) for c in columns], [max(c) for c in columns], color=st["color"],
+                                alpha=0.15, linewidth=0)
+        ax.axhline(0, color="black", linewidth=1, label="NoPE")
+        mark_training_lengths(ax, keys)
+        ax.set_xlabel("position in the window (bucket centre)")
+        ax.set_title(f"Loss by position at length {longest}, minus NoPE's on the same windows" if longest
+                     else "Loss by position (no data)", fontsize=10)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    axes[0].set_ylabel("mean next-token loss - NoPE's (nats; mean over seeds, band: min to max)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

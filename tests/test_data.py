@@ -182,18 +182,21 @@ def test_eval_windows_stay_inside_documents_and_respect_the_budget(prepared):
     assert len({np.searchsorted(offsets, s, side="right") for s, _, _ in budget}) == data.n_docs
 
 
-def test_sliding_windows_score_every_target_once(prepared):
+def test_sliding_windows_score_only_targets_with_full_context(prepared):
     data = TokenData(prepared[1], "val")
     seq_len, stride = 64, 16
     scored = []
     for start, end, n in data.eval_windows(seq_len, stride=stride):
-        assert n == (seq_len if start in data.doc_offsets else stride)
+        assert n == stride
+        doc_start = data.doc_offsets[np.searchsorted(data.doc_offsets, start, side="right") - 1]
+        assert end - n - 1 - doc_start >= seq_len - stride  # context before the first scored target
         scored += range(end - n, end)  # positions of the scored targets
     assert len(scored) == len(set(scored))
     a, b = data.doc_offsets[0], data.doc_offsets[1]
     first_doc = [p for p in scored if a < p < b]
-    assert first_doc == list(range(a + 1, a + 1 + len(first_doc)))  # contiguous from the second token
-    assert b - (a + 1 + len(first_doc)) < stride  # only a tail shorter than the stride is left
+    start = a + 1 + seq_len - stride  # the first target with seq_len - stride tokens before it
+    assert first_doc == list(range(start, start + len(first_doc)))  # contiguous from there
+    assert b - (start + len(first_doc)) < stride  # only a tail shorter than the stride is left
     with pytest.raises(ConfigError):
         data.eval_windows(seq_len, stride=seq_len + 1)
 

@@ -10,9 +10,10 @@ import torch
 
 import train
 from data import DataConfig, TokenData, prepare
-from eval import extrapolation, plots
+from eval import extrapolation, plots, probe, results
 from model.checkpoint import load_model, read_run_config
-from model.config import from_dict
+from model.config import ModelConfig, PositionConfig, from_dict
+from model.gpt import GPT
 
 REPO = Path(__file__).resolve().parents[1]
 L = 32  # training length of the tiny runs
@@ -56,35 +57,103 @@ def report(runs):
     return rows, out
 
 
-def row(rows, run, scaling, length):
-    (found,) = [r for r in rows if (r["run"], r["scaling"], r["length"]) == (run, scaling, length)]
+def row(rows, run, scaling, length, rule=None):
+    (found,) = [r for r in rows if (r["run"], r["scaling"], r["length"]) == (run, scaling, length)
+                and (rule is None or r["factor_rule"] == rule)]
     return found
 
 
 def test_a_row_for_every_run_scaling_and_length(report):
     rows, _ = report
-    expected = [("rope", m, n) for m in METHODS for n in LENGTHS]  # run order, then scaling, then length
-    expected += [(run, "none", n) for run in ("learned", "alibi") for n in LENGTHS]
-    expected += [("rope-yarn", "yarn (fine-tuned)", n) for n in LENGTHS]
-    assert [(r["run"], r["scaling"], r["length"]) for r in rows] == expected
+    expected = []  # run order, then scaling (per-length factor, then the fixed factor), then length
+    for m in METHODS:
+        rules = {"none": [None], "dynamic": ["T/L"], "dynamic-yarn": ["T/L"]}.get(m, ["length/L", "fixed"])
+        expected += [("rope", m, rule, n) for rule in rules for n in LENGTHS]
+    expected += [(run, "none", None, n) for run in ("learned", "alibi") for n in LENGTHS]
+    expected += [("rope-yarn", "yarn (fine-tuned)", "fine-tuned", n) for n in LENGTHS]
+    assert [(r["run"], r["scaling"], r["factor_rule"], r["length"]) for r in rows] == expected
     assert {r["position"] for r in rows} == {"rope", "learned", "alibi"}
+    assert {r["seed"] for r in rows} == {1337}
 
 
 def test_static_scalings_are_plain_rope_up_to_the_training_length(report):
     rows, _ = report
     for method in ("linear", "ntk", "yarn"):
         for n in (16, 32):
-            r = row(rows, "rope", method, n)
+            r = row(rows, "rope", method, n, "length/L")
             assert r["ppl"] == row(rows, "rope", "none", n)["ppl"] and r["factor"] == 1.0
-        beyond = row(rows, "rope", method, 128)
+        beyond = row(rows, "rope", method, 128, "length/L")
         assert beyond["factor"] == 4.0 and beyond["multiple"] == 4.0
         assert beyond["ppl"] != row(rows, "rope", "none", 128)["ppl"]
-    assert row(rows, "rope", "dynamic", 64)["factor"] == 1.0  # follows the current length, no target factor
-    # In full-length windows dynamic NTK at T = 2L is static NTK with s = 2, and dynamic-yarn is yarn.
-    assert row(rows, "rope", "dynamic", 64)["ppl"] == pytest.approx(row(rows, "rope", "ntk", 64)["ppl"], rel=1e-5)
-    assert row(rows, "rope", "dynamic-yarn", 128)["ppl"] == pytest.approx(row(rows, "rope", "yarn", 128)["ppl"], rel=1e-5)
-    assert row(rows, "rope", "dynamic-yarn", 128)["factor"] == 4.0
     assert row(rows, "rope", "none", 128)["factor"] is None
+
+
+def test_a_fixed_factor_applies_at_every_length(report):
+    rows, _ = report
+    for method in ("linear", "ntk", "yarn"):
+        for n in LENGTHS:
+            r = row(rows, "rope", method, n, "fixed")
+            assert r["factor"] == 4.0 and r["ppl"] > 1
+        # at the training length a fixed s = 4 is not plain RoPE: its cost is part of the answer
+        assert row(rows, "rope", method, 32, "fixed")["ppl"] != row(rows, "rope", "none", 32)["ppl"]
+        assert row(rows, "rope", method, 128, "fixed")["ppl"] == row(rows, "rope", method, 128, "length/L")["ppl"]
+
+
+def test_dynamic_methods_run_through_the_cache_past_the_training_length(report):
+    rows, _ = report
+    for method, static in (("dynamic", "ntk"), ("dynamic-yarn", "yarn")):
+        for n in (16, 32):  # the prefill covers the window: plain RoPE, one forward pass
+            r = row(rows, "rope", method, n)
+            assert not r["through_cache"]
+            assert r["ppl"] == pytest.approx(row(rows, "rope", "none", n)["ppl"], rel=1e-6)
+        for n in (64, 128):  # decoded token by token, the frequencies following the length
+            r = row(rows, "rope", method, n)
+            assert r["through_cache"] and r["factor_rule"] == "T/L" and r["tokens"] == BUDGET
+            assert r["ppl"] != row(rows, "rope", static, n, "length/L")["ppl"]
+
+
+@pytest.mark.parametrize("method", ["dynamic", "dynamic-yarn"])
+def test_cached_dynamic_decoding_sees_the_frequencies_of_the_current_length(method):
+    """With one layer (so cached values do not depend on earlier frequencies, only the re-rotated keys
+    do), each decoded token's loss equals the last loss of a full forward pass over the tokens up to
+    it, whose frequencies are those of that length; it differs from one pass over the whole window.
+    With more layers the cache keeps hidden states computed at shorter lengths, as in generation."""
+    torch.manual_seed(0)
+    scaling = {"type": method, "factor": 1.0, "original_max_position_embeddings": 16}
+    cfg = ModelConfig(vocab_size=64, d_model=32, n_layers=1, n_heads=4, n_kv_heads=2, max_seq_len=16, init_std=0.3,
+                      position=PositionConfig(scaling=scaling))
+    model = GPT(cfg).eval()
+    x = torch.randint(0, 64, (2, 48))
+    y = torch.randint(0, 64, (2, 48))
+    cached = extrapolation.window_losses(model, x, y, 16, 1)
+    for t in (16, 30, 47):
+        prefix = extrapolation.window_losses(model, x[:, :t + 1], y[:, :t + 1], None, 1)
+        torch.testing.assert_close(cached[:, t], prefix[:, -1], rtol=1e-4, atol=1e-4)
+    full = extrapolation.window_losses(model, x, y, None, 1)
+    plain = extrapolation.window_losses(model, x[:, :16], y[:, :16], None, 1)  # T <= L: plain RoPE
+    torch.testing.assert_close(cached[:, :16], plain, rtol=1e-4, atol=1e-4)
+    assert (cached[:, 20:] - full[:, 20:]).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("scaling", [None, {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": L}])
+def test_decoding_through_the_cache_equals_one_forward_pass_for_a_static_scaling(runs, scaling):
+    model = load_model(runs / "runs" / "rope", scaling=scaling)
+    x = torch.randint(0, 512, (2, 3 * L + 5))
+    y = torch.roll(x, -1, dims=1)
+    full = extrapolation.window_losses(model, x, y, None, 1)
+    for chunk in (1, 7):
+        cached = extrapolation.window_losses(model, x, y, L, chunk)
+        torch.testing.assert_close(cached, full, rtol=1e-4, atol=1e-4)
+
+
+def test_nonfinite_losses_are_written_as_null(runs, tmp_path, monkeypatch):
+    monkeypatch.setattr(extrapolation, "token_losses", lambda *a, **k: (torch.full((16,), float("nan"),
+                                                                                   dtype=torch.float64),
+                                                                        torch.ones(16, dtype=torch.int64)))
+    (r,) = extrapolation.main([str(runs / "runs" / "alibi"), "--lengths", "16", "--max-tokens", "16",
+                               "--device", "cpu", "--out", str(tmp_path)])
+    assert r["ppl"] is None and r["nll"] is None
+    assert json.loads((tmp_path / "results.json").read_text())[0]["ppl"] is None  # strict JSON, no NaN
 
 
 def test_learned_past_its_table_is_not_applicable(report):
@@ -93,7 +162,7 @@ def test_learned_past_its_table_is_not_applicable(report):
     for n in (64, 128):
         r = row(rows, "learned", "none", n)
         assert r["ppl"] is None and r["tokens"] == 0 and r["note"] == f"learned positions stop at {L - 1}"
-    assert "| learned | learned | none | 32 |" in (out / "results.md").read_text()
+    assert "| learned | learned | none | 32 | 1 |" in (out / "results.md").read_text()
     assert "n/a | n/a |" in (out / "results.md").read_text()
 
 
@@ -130,7 +199,7 @@ def test_perplexity_matches_a_hand_computation(runs, report):
     rows, _ = report
     assert row(rows, "alibi", "none", 128)["nll"] == pytest.approx(hand_nll(runs / "runs" / "alibi", None, 128), rel=1e-5)
     scaling = {"type": "linear", "factor": 2.0, "original_max_position_embeddings": L}
-    assert row(rows, "rope", "linear", 64)["nll"] == pytest.approx(hand_nll(runs / "runs" / "rope", scaling, 64), rel=1e-5)
+    assert row(rows, "rope", "linear", 64, "length/L")["nll"] == pytest.approx(hand_nll(runs / "runs" / "rope", scaling, 64), rel=1e-5)
 
 
 def test_fine_tuned_run_is_evaluated_with_its_own_scaling(runs, report, tmp_path, monkeypatch):
@@ -139,7 +208,7 @@ def test_fine_tuned_run_is_evaluated_with_its_own_scaling(runs, report, tmp_path
     for n in LENGTHS:
         r = row(rows, "rope-yarn", "yarn (fine-tuned)", n)
         assert (r["factor"], r["train_length"], r["multiple"]) == (2.0, L, n / L)
-    assert "| rope-yarn | rope | yarn (fine-tuned) | 32 |" in (out / "results.md").read_text()
+    assert "| rope-yarn | rope | yarn (fine-tuned) | 32 | 1 |" in (out / "results.md").read_text()
     r = row(rows, "rope-yarn", "yarn (fine-tuned)", 128)
     assert r["nll"] == pytest.approx(hand_nll(run_dir, "from-run", 128), rel=1e-5)
     # the models it builds carry the run's scaling, whatever --scaling asks for
@@ -162,18 +231,18 @@ def test_outputs_are_written_and_plots_redraw_from_json(report, tmp_path):
     assert (tmp_path / "loss_vs_position.png").stat().st_size > 1000
 
 
-def test_sliding_window_scores_every_target_once(runs, tmp_path):
+def test_sliding_window_scores_only_targets_with_full_context(runs, tmp_path):
     run_dir, length, stride = runs / "runs" / "rope", 32, 8
     (r,) = extrapolation.main([str(run_dir), "--lengths", str(length), "--scaling", "none", "--stride", str(stride),
                                "--max-tokens", str(10**9), "--device", "cpu", "--out", str(tmp_path)])
     data = TokenData(prepare(from_dict(DataConfig, read_run_config(run_dir)["data"], "data"), progress=False), "test")
-    covered = 0  # targets a + 1 .. last_start + length of each document, each exactly once
+    windows = 0  # every window, a document's first included, scores its last `stride` targets
     for a, b in zip(data.doc_offsets[:-1].tolist(), data.doc_offsets[1:].tolist()):
         if b - a > length:
-            last_start = a + (b - a - length - 1) // stride * stride
-            covered += last_start - a + length
-    assert r["tokens"] == covered and r["stride"] == stride
-    assert r["windows"] == (covered - length) // stride + 1  # one test document
+            windows += (b - a - length - 1) // stride + 1
+    assert r["windows"] == windows and r["tokens"] == windows * stride and r["stride"] == stride
+    buckets = r["loss_by_position"]  # nothing scored in the first length - stride positions
+    assert [b["loss"] is None for b in buckets] == [True] * 6 + [False] * 2
 
 
 def error_line(capsys, argv, progress=False) -> tuple[int, str]:
@@ -216,3 +285,52 @@ def test_interrupt_keeps_finished_measurements(runs, capsys, tmp_path, monkeypat
     rows = json.loads((tmp_path / "results.json").read_text())
     assert [r["length"] for r in rows] == [16, 32] and all(r["ppl"] for r in rows)
     assert (tmp_path / "results.md").exists() and (tmp_path / "ppl_vs_length.png").exists()
+
+
+def test_results_md_gives_mean_and_spread_over_seeds_and_buckets_against_nope():
+    def fake(run, position, seed, ppl, bucket_losses):
+        return {"run": run, "seed": seed, "position": position, "scaling": "none", "factor_rule": None, "factor": None,
+                "length": 64, "train_length": 32, "ppl": ppl, "tokens": 64, "split": "test", "stride": 64, "note": None,
+                "loss_by_position": [{"start": 32 * i, "end": 32 * (i + 1), "loss": v} for i, v in enumerate(bucket_losses)]}
+    rows = [fake("alibi", "alibi", 1, 10.0, [3.0, 3.5]), fake("alibi", "alibi", 2, 12.0, [3.2, 3.9]),
+            fake("nope", "nope", 1, 11.0, [3.1, 3.3]), fake("nope", "nope", 2, 13.0, [3.1, 3.3])]
+    text = results.markdown(rows)
+    assert "| alibi | alibi | none | 32 | 2 | 11.00 ± 1.41 |" in text  # mean, sample std of 10 and 12
+    assert "| alibi | none | +0.000 | +0.400 |" in text  # (3.0-3.1 + 3.2-3.1) / 2, (3.5-3.3 + 3.9-3.3) / 2
+
+
+def test_copy_samples_repeat_the_span_and_the_control_differs_only_there(runs):
+    data_cfg = from_dict(DataConfig, read_run_config(runs / "runs" / "rope")["data"], "data")
+    data = TokenData(prepare(data_cfg, progress=False), "test")
+    repeat, control = probe.copy_samples(data, distance=40, span=8, n=4, seed=0)
+    assert repeat.shape == control.shape == (4, 48)
+    assert torch.equal(repeat[:, 40:], repeat[:, :8])  # the second copy is the first
+    assert torch.equal(control[:, 8:], repeat[:, 8:])  # same filler, same second copy
+    assert not torch.equal(control[:, :8], repeat[:, :8])  # only the first copy is replaced
+    again, _ = probe.copy_samples(data, distance=40, span=8, n=4, seed=0)
+    assert torch.equal(again, repeat)  # every run sees the same samples
+
+
+def test_probe_rows_for_every_run_scaling_and_distance(runs, tmp_path):
+    names = ["rope", "learned", "alibi", "rope-yarn"]
+    rows = probe.main([*(str(runs / "runs" / n) for n in names), "--multiples", "0.5,1,2,8", "--span", "8",
+                       "--samples", "2", "--device", "cpu", "--out", str(tmp_path)])
+    copy = [r for r in rows if r["probe"] == "copy"]
+    for r in rows:
+        assert {"run", "position", "scaling", "seed", "probe", "value"} <= set(r)
+    assert {(r["run"], r["scaling"]) for r in copy} == {
+        ("rope", "none"), ("rope", "linear"), ("rope", "ntk"), ("rope", "yarn"), ("learned", "none"),
+        ("alibi", "none"), ("rope-yarn", "yarn (fine-tuned)")}
+    assert sorted({r["distance"] for r in copy}) == [16, 32, 64, 256]  # multiples of L = 32
+    for r in copy:
+        if r["run"] == "learned" and r["distance"] + 8 > L:
+            assert r["value"] is None and "stop at" in r["note"]
+        else:
+            assert r["gain"] == pytest.approx(r["baseline"] - r["value"], abs=1e-4) and r["value"] > 0
+    passkey = [r for r in rows if r["probe"] == "passkey" and r["run"] == "alibi"]
+    assert sorted({r["length"] for r in passkey}) == [32, 64, 128, 256, 512]
+    assert all(0 <= r["value"] <= 1 for r in passkey if r["length"] >= 128)
+    assert all(r["value"] is None and "does not fit" in r["note"] for r in passkey if r["length"] == 32)
+    assert json.loads((tmp_path / "probes.json").read_text()) == rows
+    assert "## Copy" in (tmp_path / "probes.md").read_text()
+    assert (tmp_path / "probes.png").read_bytes()[:4] == b"\x89PNG"

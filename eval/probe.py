@@ -1,0 +1,312 @@
+"""Context-use probes: does a model use the tokens D positions back, inside and past its training length?
+
+    python -m eval.probe runs/study/seed1/rope runs/study/seed1/alibi [--multiples 0.25,0.5,1,2,4,8,16] \
+        [--scaling none,linear,ntk,yarn] [--samples 16] [--out reports/extrapolation]
+
+Perplexity alone cannot say this: a model that only looks 30 tokens back is flat past any L.
+
+copy     A span of `--span` held-out tokens, then held-out text, then the span again, its second copy
+         starting D tokens after the first (D = multiple x L). `value` is the mean loss on the second
+         copy (its first token excluded: nothing predicts it); `baseline` the loss on the same tokens at
+         the same position when the first copy is replaced by other text, all else equal. gain =
+         baseline - value > 0 means the model looked back D tokens and copied (induction copying,
+         Olsson et al. 2022, arXiv 2209.11895).
+passkey  The PI / YaRN papers' task (Chen et al. 2306.15595 section 3.3; Peng et al. 2309.00071
+         section 4.3): a five-digit key stated once at a depth of held-out filler text of the given
+         length, asked for at the end. `value` is the accuracy of greedy (teacher-forced) prediction
+         of every digit of the key; tiny models may score zero everywhere.
+
+Every run sees the same samples (a fixed generator), so encodings are compared on the same text.
+Runs and scalings are chosen as in eval.extrapolation: rope runs without scaling get each static
+method of --scaling with s = max(1, length / L); a fine-tuned run uses its own scaling; `learned`
+past its table is a row with value null. Writes probes.json, probes.md and probes.png.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from data import TokenData, Tokenizer, prepare
+from eval.extrapolation import EvalError, Run, parse_scalings, read_runs
+from model.checkpoint import CheckpointError, atomic_write_text, load_model
+from model.config import ConfigError
+from model.device import autocast, pick_device
+from model.rope import DYNAMIC
+
+DEFAULT_MULTIPLES = "0.25,0.5,1,2,4,8,16"
+PASSKEY_MULTIPLES = (1, 2, 4, 8, 16)
+PASSKEY_DEPTHS = (0.1, 0.5, 0.9)
+TOKENS_PER_FORWARD = 16384
+
+
+def model_variants(run: Run, methods: list[str], length: int) -> list[tuple[str, dict | str | None]]:
+    """(scaling label, what load_model gets) for a run evaluated at `length` tokens."""
+    if run.scaling:
+        kind = run.scaling.get("type", run.scaling.get("rope_type"))
+        return [(f"{kind} (fine-tuned)", "from-run")]
+    if run.position != "rope" or run.continued:
+        return [("none (fine-tuned)" if run.continued else "none", None)]
+    out = []
+    for method in methods:
+        s = max(1.0, length / run.train_length)
+        if method == "none" or method in DYNAMIC:  # dynamic methods are probed through eval.extrapolation only
+            if method == "none":
+                out.append(("none", None))
+            continue
+        out.append((method, None if s == 1.0 else
+                    {"type": method, "factor": s, "original_max_position_embeddings": run.train_length}))
+    return out
+
+
+class PromptTooLong(ValueError):
+    """A passkey length shorter than the key, the question and the answer."""
+
+
+def forward_in_batches(model, sequences: torch.Tensor, device):
+    """Yield (x, logits) over batches of token sequences (N, T) that bound memory; logits predict x[:, 1:]."""
+    batch = max(1, TOKENS_PER_FORWARD // sequences.shape[1])
+    for i in range(0, len(sequences), batch):
+        x = sequences[i:i + batch].to(device)
+        with torch.inference_mode(), autocast(device):
+            logits, _ = model(x[:, :-1])  # (B, T-1, V)
+        yield x, logits
+
+
+def losses(model, sequences: torch.Tensor, device) -> torch.Tensor:
+    """Next-token losses (N, T-1) of token sequences (N, T)."""
+    return torch.cat([F.cross_entropy(logits.float().transpose(1, 2), x[:, 1:], reduction="none").cpu()
+                      for x, logits in forward_in_batches(model, sequences, device)])
+
+
+def greedy(model, sequences: torch.Tensor, device) -> torch.Tensor:
+    """The model's argmax next token (N, T-1) for every target of sequences (N, T)."""
+    return torch.cat([logits.argmax(-1).cpu() for _, logits in forward_in_batches(model, sequences, device)])
+
+
+def text_inside_a_document(data: TokenData, length: int, g: torch.Generator) -> torch.Tensor:
+    """`length` consecutive held-out tokens from one document, at a random place."""
+    docs = [(a, b) for a, b in zip(data.doc_offsets[:-1].tolist(), data.doc_offsets[1:].tolist()) if b - a > length]
+    if not docs:
+        raise EvalError(f"no {data.split} document is longer than {length} tokens")
+    a, b = docs[int(torch.randint(len(docs), (1,), generator=g))]
+    start = a + int(torch.randint(b - a - length, (1,), generator=g))
+    return data.window_tensor(start, start + length)
+
+
+def copy_samples(data: TokenData, distance: int, span: int, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(repeat, control), each (n, distance + span): held-out text whose last `span` tokens repeat its
+    first `span` (repeat), or the same text with the first span replaced by other text (control)."""
+    g = torch.Generator().manual_seed(seed * 7919 + distance)
+    repeat, control = [], []
+    for _ in range(n):
+        text = text_inside_a_document(data, distance + 2 * span, g)
+        repeated = text[:distance + span].clone()
+        repeated[distance:] = text[:span]
+        controlled = repeated.clone()
+        controlled[:span] = text[distance + span:]  # text of the same document that is not the span
+        repeat.append(repeated)
+        control.append(controlled)
+    return torch.stack(repeat), torch.stack(control)
+
+
+def passkey_samples(tokenizer: Tokenizer, data: TokenData, length: int, depth: float, n: int,
+                    seed: int) -> tuple[torch.Tensor, list[int]]:
+    """(n, length) sequences: filler text with a key stated at `depth`, ending in the question and
+    the key's digits; and the number of answer tokens at the end of each."""
+    g = torch.Generator().manual_seed(seed * 104729 + length * 10 + int(depth * 10))
+    out, answer_lens = [], []
+    for _ in range(n):
+        key = str(int(torch.randint(10000, 100000, (1,), generator=g)))
+        fact = tokenizer.encode(f" The pass key is {key}. Remember it. {key} is the pass key.")
+        question = tokenizer.encode(" What is the pass key? The pass key is")
+        answer = tokenizer.encode(f" {key}")
+        filler_len = length - len(fact) - len(question) - len(answer)
+        if filler_len < 1:
+            raise PromptTooLong(f"the passkey prompt does not fit in {length} tokens")
+        filler = text_inside_a_document(data, filler_len, g).tolist()
+        at = int(depth * filler_len)
+        out.append(torch.tensor(filler[:at] + fact + filler[at:] + question + answer))
+        answer_lens.append(len(answer))
+    return torch.stack(out), answer_lens
+
+
+def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, samples: int, seed: int,
+              device) -> list[dict]:
+    data = TokenData(prepare(run.data, progress=False), "test")
+    tokenizer = Tokenizer(run.path / "tokenizer.model")
+    base = {"run": run.name, "seed": run.seed, "position": run.position, "train_length": run.train_length}
+    jobs = [("copy", max(span + 1, round(m * run.train_length)), None) for m in multiples]
+    jobs += [("passkey", m * run.train_length, d) for m in PASSKEY_MULTIPLES for d in PASSKEY_DEPTHS]
+    rows, models = [], {}
+    for probe, size, depth in jobs:
+        length = size + span if probe == "copy" else size
+        for label, scaling in model_variants(run, methods, length):
+            row = {**base, "scaling": label, "probe": probe, "distance" if probe == "copy" else "length": size,
+                   "multiple": round(size / run.train_length, 4), "value": None}
+            if depth is not None:
+                row["depth"] = depth
+            key = json.dumps(scaling, sort_keys=True)
+            if key not in models:
+                models.clear()  # one model in memory at a time
+                models[key] = load_model(run.path, scaling=scaling, device=device)
+            model = models[key]
+            limit = model.position.max_positions
+            if limit is not None and length > limit:
+                rows.append({**row, "note": f"{run.position} positions stop at {limit - 1}"})
+                continue
+            if probe == "copy":
+                repeat, control = copy_samples(data, size, span, samples, seed)
+                scored = slice(size, size + span - 1)  # targets: the second copy's tokens after its first
+                value = float(losses(model, repeat, device)[:, scored].mean())
+                baseline = float(losses(model, control, device)[:, scored].mean())
+                rows.append({**row, "value": round(value, 5), "baseline": round(baseline, 5),
+                             "gain": round(baseline - value, 5), "samples": samples})
+            else:
+                try:
+                    sequences, answer_lens = passkey_samples(tokenizer, data, size, depth, samples, seed)
+                except PromptTooLong as e:
+                    rows.append({**row, "note": str(e)})
+                    continue
+                guesses = greedy(model, sequences, device)  # (n, length - 1): the argmax for each target
+                correct = [bool((guesses[i, -a:] == sequences[i, -a:]).all()) for i, a in enumerate(answer_lens)]
+                rows.append({**row, "value": round(sum(correct) / len(correct), 4), "samples": samples})
+    return rows
+
+
+# ----------------------------------------------------------------------------- report
+
+def markdown(rows: list[dict]) -> str:
+    """Copy gain by distance (mean ± std over seeds) and passkey accuracy by length."""
+    lines = ["# Context-use probes", ""]
+    copy = [r for r in rows if r["probe"] == "copy"]
+    distances = sorted({r["distance"] for r in copy})
+    cells: dict[tuple, dict[int, list]] = defaultdict(lambda: defaultdict(list))
+    for r in copy:
+        cells[(r["run"], r["scaling"], r["train_length"])][r["distance"]].append(r.get("gain"))
+    lines += ["## Copy: loss on a repeated span, gain over the same tokens without the first copy (nats)", "",
+              "Positive: the model uses the tokens D back. Mean ± std over seeds; n/a: positions the encoding "
+              "cannot represent.", "",
+              "| run | scaling | L | " + " | ".join(f"D={d}" for d in distances) + " |",
+              "|---|---|---:|" + "---:|" * len(distances)]
+    for (run, scaling, L), by_d in cells.items():
+        values = []
+        for d in distances:
+            gains = by_d.get(d, [])
+            if not gains or any(g is None for g in gains):
+                values.append("n/a" if gains else "")
+            else:
+                mean = statistics.fmean(gains)
+                values.append(f"{mean:+.3f}" + (f" ± {statistics.stdev(gains):.3f}" if len(gains) > 1 else ""))
+        lines.append(f"| {run} | {scaling} | {L} | " + " | ".join(values) + " |")
+    passkey = [r for r in rows if r["probe"] == "passkey"]
+    if passkey:
+        lengths = sorted({r["length"] for r in passkey})
+        acc: dict[tuple, dict[int, list]] = defaultdict(lambda: defaultdict(list))
+        for r in passkey:
+            acc[(r["run"], r["scaling"], r["train_length"])][r["length"]].append(r["value"])
+        lines += ["", f"## Passkey retrieval accuracy (depths {', '.join(map(str, PASSKEY_DEPTHS))}, all seeds)", "",
+                  "| run | scaling | L | " + " | ".join(str(n) for n in lengths) + " |",
+                  "|---|---|---:|" + "---:|" * len(lengths)]
+        for (run, scaling, L), by_n in acc.items():
+            values = ["n/a" if any(v is None for v in by_n.get(n, [None])) else f"{statistics.fmean(by_n[n]):.2f}"
+                      for n in lengths]
+            lines.append(f"| {run} | {scaling} | {L} | " + " | ".join(values) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib import ticker
+
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.5))
+    for ax, probe, x_key, y_key, title in ((axes[0], "copy", "multiple", "gain",
+                                            "Copy: loss gain from a first copy D tokens back"),
+                                           (axes[1], "passkey", "multiple", "value", "Passkey accuracy")):
+        groups: dict[str, dict[float, list]] = defaultdict(lambda: defaultdict(list))
+        for r in rows:
+            if r["probe"] == probe and r.get(y_key) is not None:
+                label = r["run"] if r["scaling"] == "none" else f"{r['run']}: {r['scaling']}"
+                groups[label][r[x_key]].append(r[y_key])
+        for i, (label, by_x) in enumerate(groups.items()):
+            x = sorted(by_x)
+            colour = plt.get_cmap("tab10")(i % 10)
+            ax.plot(x, [statistics.fmean(by_x[v]) for v in x], marker="osv^D<>px*"[i % 10], color=colour,
+                    linestyle="-" if i < 10 else "-.", markerfacecolor="none", label=label)
+            if probe == "copy":
+                ax.fill_between(x, [min(by_x[v]) for v in x], [max(by_x[v]) for v in x], color=colour, alpha=0.12,
+                                linewidth=0)
+        ax.axvline(1, color="grey", linestyle="--", linewidth=1, label="training length")
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
+        ax.set_xlabel("distance back (copy) or sequence length (passkey), in multiples of L")
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="upper right")
+    axes[0].set_ylabel("loss without the first copy - loss with it (nats; mean over seeds, band: min to max)")
+    axes[1].set_ylabel("accuracy (mean over depths and seeds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def parse_multiples(text: str) -> list[float]:
+    try:
+        values = sorted({float(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise EvalError(f"--multiples must be comma-separated numbers, got {text!r}") from None
+    if not values or values[0] <= 0:
+        raise EvalError(f"--multiples must be positive numbers, got {text!r}")
+    return values
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", type=Path, help="run directories")
+    parser.add_argument("--multiples", default=DEFAULT_MULTIPLES,
+                        help=f"copy distances as multiples of each run's L (default {DEFAULT_MULTIPLES})")
+    parser.add_argument("--scaling", default="none,linear,ntk,yarn",
+                        help="static RoPE scalings for unscaled rope runs, s = length / L (default none,linear,ntk,yarn)")
+    parser.add_argument("--span", type=int, default=32, help="tokens in the repeated span (default 32)")
+    parser.add_argument("--samples", type=int, default=16, help="samples per distance, length and depth (default 16)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the samples (the same for every run)")
+    parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
+    parser.add_argument("--out", type=Path, default=Path("reports/extrapolation"))
+    args = parser.parse_args(argv)
+
+    rows: list[dict] = []
+    try:
+        multiples, methods = parse_multiples(args.multiples), parse_scalings(args.scaling)
+        for option, value in (("--span", args.span), ("--samples", args.samples)):
+            if value < 2:
+                raise EvalError(f"{option} must be >= 2, got {value}")
+        if args.out.exists() and not args.out.is_dir():
+            raise EvalError(f"--out {args.out} is a file, not a folder")
+        runs = read_runs(args.runs)
+        device = pick_device(args.device)
+        args.out.mkdir(parents=True, exist_ok=True)
+        for run in tqdm(runs, unit="run", dynamic_ncols=True):
+            rows += probe_run(run, methods, multiples, args.span, args.samples, args.seed, device)
+            atomic_write_text(args.out / "probes.json", json.dumps(rows, indent=2, allow_nan=False) + "\n")
+    except (KeyboardInterrupt, EvalError, ConfigError, CheckpointError) as e:
+        print(f"error: {str(e) or 'interrupted'}", file=sys.stderr)
+        sys.exit(130 if isinstance(e, KeyboardInterrupt) else 2)
+    atomic_write_text(args.out / "probes.md", markdown(rows))
+    plot(rows, args.out / "probes.png")
+    print(markdown(rows))
+    print(f"wrote {args.out}/probes.json, probes.md, probes.png")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

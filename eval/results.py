@@ -1,0 +1,119 @@
+"""Rows of eval.extrapolation -> the numbers a person reads: one curve per (run, scaling), its mean
+and spread over seeds, and the loss by position relative to NoPE on the same windows."""
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+
+
+def curve_label(r: dict) -> str:
+    """The scaling column: the method and how its factor was chosen."""
+    rule = r.get("factor_rule")
+    if rule == "length/L":
+        return f"{r['scaling']} (s = length/L)"
+    if rule == "fixed":
+        return f"{r['scaling']} (s = {r['factor']:g})"
+    if rule == "T/L":
+        return f"{r['scaling']} (s = T/L, cached)"
+    return r["scaling"]
+
+
+def curves(rows: list[dict]) -> dict[tuple, dict[int, list[dict]]]:
+    """{(run, position, label, L): {length: [row per seed]}} in first-seen order."""
+    out: dict[tuple, dict[int, list[dict]]] = {}
+    for r in rows:
+        key = (r["run"], r["position"], curve_label(r), r["train_length"])
+        out.setdefault(key, defaultdict(list))[r["length"]].append(r)
+    return out
+
+
+def spread(values: list[float]) -> tuple[float, float | None]:
+    """(mean, sample standard deviation or None for one value)."""
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
+
+
+def format_ppl(ppl: float | None) -> str:
+    if ppl is None:
+        return "n/a"
+    return f"{ppl:.2f}" if ppl < 1e4 else f"{ppl:.2e}"
+
+
+def format_cell(rows: list[dict]) -> str:
+    values = [r["ppl"] for r in rows if r["ppl"] is not None]
+    if not values or len(values) < len(rows):
+        return "n/a"
+    mean, std = spread(values)
+    return format_ppl(mean) + (f" ± {std:.2f}" if std is not None and mean < 1e4 else "")
+
+
+def relative_to_nope(rows: list[dict]) -> dict[tuple, dict[int, list[list[float]]]]:
+    """{curve key: {length: [per seed: bucket loss minus NoPE's, same seed, same windows]}}."""
+    nope = {(r["seed"], r["length"]): r["loss_by_position"] for r in rows
+            if r["position"] == "nope" and r["loss_by_position"]}
+    out: dict[tuple, dict[int, list[list[float]]]] = {}
+    for key, cells in curves(rows).items():
+        for length, rs in cells.items():
+            for r in rs:
+                base = nope.get((r["seed"], length))
+                if r["loss_by_position"] and base and len(base) == len(r["loss_by_position"]):
+                    deltas = [a["loss"] - b["loss"] for a, b in zip(r["loss_by_position"], base)
+                              if a["loss"] is not None and b["loss"] is not None]
+                    out.setdefault(key, {}).setdefault(length, []).append(deltas)
+    return out
+
+
+def markdown(rows: list[dict]) -> str:
+    """Perplexity per (run, scaling) and length (mean ± std over seeds), the loss by position against
+    NoPE at the longest length, and a legend."""
+    lengths = sorted({r["length"] for r in rows})
+    table = curves(rows)
+    seeds = sorted({r["seed"] for r in rows})
+    lines = ["# Perplexity by evaluation length", "",
+             "| run | position | scaling | L | seeds | " + " | ".join(str(n) for n in lengths) + " |",
+             "|---|---|---|---:|---:|" + "---:|" * len(lengths)]
+    for (run, position, label, L), cells in table.items():
+        n_seeds = len({r["seed"] for rs in cells.values() for r in rs})
+        values = [format_cell(cells[n]) if n in cells else "" for n in lengths]
+        lines.append(f"| {run} | {position} | {label} | {L} | {n_seeds} | " + " | ".join(values) + " |")
+    measured = [r for r in rows if r["ppl"] is not None]
+    split = rows[0]["split"] if rows else "test"
+    strides = {r["stride"] for r in rows if r["stride"] != r["length"]}
+    protocol = (f"sliding windows (stride {', '.join(map(str, sorted(strides)))}; only targets with at least "
+                "length - stride tokens of context are scored)" if strides else "non-overlapping windows")
+    tokens = sorted({r["tokens"] for r in measured})
+    token_text = (f"{tokens[0]:,}" if len(tokens) == 1 else f"{tokens[0]:,} to {tokens[-1]:,}") if tokens else "no"
+    lines += ["", f"Perplexity (exp of the mean next-token loss) on the {split} split: {protocol} inside "
+              f"documents, {token_text} scored tokens per cell (ALiBi paper protocol, arXiv 2108.12409). "
+              f"Each cell is the mean ± sample standard deviation over the seeds ({', '.join(map(str, seeds))}).",
+              "",
+              "- L: training length (for a fine-tuned run, the base run's); lengths above L are extrapolation.",
+              "- s = length/L: a static method (linear = PI, ntk, yarn) with the factor matched to the window, so "
+              "plain RoPE up to L. s = a number: the same method with that fixed factor at every length, 1x included.",
+              "- s = T/L, cached: a dynamic method as it runs in generation: the first L tokens prefilled, the rest "
+              "decoded through the KV cache with the frequencies of the current length T.",
+              "- \"(fine-tuned)\": a run continued from the base RoPE run at 4x its length, evaluated as trained; "
+              "\"none (fine-tuned)\" is the control, continued without scaling.",
+              "- n/a: not applicable (learned positions past their table) or no document long enough.",
+              "- results.json has the factor, token and window counts, loss by position bucket, "
+              "throughput and memory of every cell."]
+    deltas = relative_to_nope(rows)
+    if deltas and lengths:
+        longest = lengths[-1]
+        some = next((d[longest][0] for d in deltas.values() if longest in d), [])
+        n_buckets = len(some)
+        lines += ["", f"## Loss by position at length {longest}, minus NoPE's on the same windows (nats)", "",
+                  f"Window positions split into {n_buckets} equal buckets; each cell is the mean over seeds of "
+                  "(this run's bucket loss - the NoPE run's of the same seed). Negative: better than no positions "
+                  "at all.", "",
+                  "| run | scaling | " + " | ".join(f"b{i + 1}" for i in range(n_buckets)) + " |",
+                  "|---|---|" + "---:|" * n_buckets]
+        for (run, position, label, L), by_length in deltas.items():
+            per_seed = by_length.get(longest)
+            if not per_seed or position == "nope" or any(len(d) != n_buckets for d in per_seed):
+                continue
+            means = [statistics.fmean(col) for col in zip(*per_seed)]
+            lines.append(f"| {run} | {label} | " + " | ".join(f"{m:+.3f}" for m in means) + " |")
+    notes = sorted({f"{r['run']} @ {r['length']}: {r['note']}" for r in rows if r["note"] and r["ppl"] is None})
+    if notes:
+        lines += ["", "Not applicable:", ""] + [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"

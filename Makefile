@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # The CPU wheel keeps a laptop install small; on a CUDA machine use TORCH=torch (the default build).
 TORCH ?= torch==2.13.0
 
-.PHONY: install demo test extrapolation visualize clean
+.PHONY: install demo test extrapolation study-eval study-probe visualize clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,11 +51,16 @@ study-seed%: install
 	$(RUN_PY) train.py --config configs/extend-4x.yaml run.out_dir=$(STUDY)/seed$* run.seed=$* \
 		train.init_from=$(STUDY)/seed$*/rope run.name=rope-continued model.position.scaling=null --resume
 
-extrapolation: $(addprefix study-seed,$(SEED_NUMBERS))
-	$(PY) -m eval.extrapolation $(STUDY_RUNS) --lengths 128,256,512,1024,2048 \
-		--scaling none,linear,ntk,dynamic,yarn,dynamic-yarn --fixed-factors 4 --out reports/extrapolation
-	$(PY) -m eval.probe $(STUDY_RUNS) --out reports/extrapolation
-	$(PY) -m eval.summary $(STUDY_RUNS) --out reports/extrapolation/training.md
+STUDY_REPORT := reports/extrapolation
+extrapolation: study-eval study-probe
+	$(PY) -m eval.summary $(STUDY_RUNS) --out $(STUDY_REPORT)/training.md
+
+study-eval: $(addprefix study-seed,$(SEED_NUMBERS))
+	$(RUN_PY) -m eval.extrapolation $(STUDY_RUNS) --lengths 128,256,512,1024,2048 \
+		--scaling none,linear,ntk,dynamic,yarn,dynamic-yarn --fixed-factors 4 --out $(STUDY_REPORT)
+
+study-probe: $(addprefix study-seed,$(SEED_NUMBERS))
+	$(RUN_PY) -m eval.probe $(STUDY_RUNS) --out $(STUDY_REPORT)
 
 visualize: install
 	$(PY) -m eval.visualize --out reports/visualize

@@ -1,7 +1,7 @@
 """Context-use probes: does a model use the tokens D positions back, inside and past its training length?
 
     python -m eval.probe runs/study/seed1/rope runs/study/seed1/alibi [--multiples 0.25,0.5,1,2,4,8,16] \
-        [--scaling none,linear,ntk,yarn] [--samples 16] [--out reports/extrapolation]
+        [--scaling none,linear,ntk,yarn] [--samples 16] [--passkey-samples 8] [--out reports/extrapolation]
 
 Perplexity alone cannot say this: a model that only looks 30 tokens back is flat past any L.
 
@@ -138,8 +138,8 @@ def passkey_samples(tokenizer: Tokenizer, data: TokenData, length: int, depth: f
     return torch.stack(out), answer_lens
 
 
-def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, samples: int, seed: int,
-              device) -> list[dict]:
+def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n_copy: int, n_passkey: int,
+              seed: int, device) -> list[dict]:
     data = TokenData(prepare(run.data, progress=False), "test")
     tokenizer = Tokenizer(run.path / "tokenizer.model")
     base = {"run": run.name, "seed": run.seed, "position": run.position, "train_length": run.train_length}
@@ -163,21 +163,21 @@ def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, s
                 rows.append({**row, "note": f"{run.position} positions stop at {limit - 1}"})
                 continue
             if probe == "copy":
-                repeat, control = copy_samples(data, size, span, samples, seed)
+                repeat, control = copy_samples(data, size, span, n_copy, seed)
                 scored = slice(size, size + span - 1)  # targets: the second copy's tokens after its first
                 value = float(losses(model, repeat, device)[:, scored].mean())
                 baseline = float(losses(model, control, device)[:, scored].mean())
                 rows.append({**row, "value": round(value, 5), "baseline": round(baseline, 5),
-                             "gain": round(baseline - value, 5), "samples": samples})
+                             "gain": round(baseline - value, 5), "samples": n_copy})
             else:
                 try:
-                    sequences, answer_lens = passkey_samples(tokenizer, data, size, depth, samples, seed)
+                    sequences, answer_lens = passkey_samples(tokenizer, data, size, depth, n_passkey, seed)
                 except PromptTooLong as e:
                     rows.append({**row, "note": str(e)})
                     continue
                 guesses = greedy(model, sequences, device)  # (n, length - 1): the argmax for each target
                 correct = [bool((guesses[i, -a:] == sequences[i, -a:]).all()) for i, a in enumerate(answer_lens)]
-                rows.append({**row, "value": round(sum(correct) / len(correct), 4), "samples": samples})
+                rows.append({**row, "value": round(sum(correct) / len(correct), 4), "samples": n_passkey})
     return rows
 
 
@@ -278,7 +278,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--scaling", default="none,linear,ntk,yarn",
                         help="static RoPE scalings for unscaled rope runs, s = length / L (default none,linear,ntk,yarn)")
     parser.add_argument("--span", type=int, default=32, help="tokens in the repeated span (default 32)")
-    parser.add_argument("--samples", type=int, default=16, help="samples per distance, length and depth (default 16)")
+    parser.add_argument("--samples", type=int, default=16, help="copy samples per distance (default 16)")
+    parser.add_argument("--passkey-samples", type=int, default=8, help="passkey keys per length and depth (default 8)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the samples (the same for every run)")
     parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
     parser.add_argument("--out", type=Path, default=Path("reports/extrapolation"))
@@ -287,7 +288,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows: list[dict] = []
     try:
         multiples, methods = parse_multiples(args.multiples), parse_scalings(args.scaling)
-        for option, value in (("--span", args.span), ("--samples", args.samples)):
+        for option, value in (("--span", args.span), ("--samples", args.samples),
+                              ("--passkey-samples", args.passkey_samples)):
             if value < 2:
                 raise EvalError(f"{option} must be >= 2, got {value}")
         if args.out.exists() and not args.out.is_dir():
@@ -296,7 +298,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         device = pick_device(args.device)
         args.out.mkdir(parents=True, exist_ok=True)
         for run in tqdm(runs, unit="run", dynamic_ncols=True):
-            rows += probe_run(run, methods, multiples, args.span, args.samples, args.seed, device)
+            rows += probe_run(run, methods, multiples, args.span, args.samples, args.passkey_samples, args.seed, device)
             atomic_write_text(args.out / "probes.json", json.dumps(rows, indent=2, allow_nan=False) + "\n")
     except (KeyboardInterrupt, EvalError, ConfigError, CheckpointError) as e:
         print(f"error: {str(e) or 'interrupted'}", file=sys.stderr)

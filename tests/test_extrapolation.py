@@ -314,7 +314,7 @@ def test_copy_samples_repeat_the_span_and_the_control_differs_only_there(runs):
 def test_probe_rows_for_every_run_scaling_and_distance(runs, tmp_path):
     names = ["rope", "learned", "alibi", "rope-yarn"]
     rows = probe.main([*(str(runs / "runs" / n) for n in names), "--multiples", "0.5,1,2,8", "--span", "8",
-                       "--samples", "2", "--device", "cpu", "--out", str(tmp_path)])
+                       "--samples", "2", "--passkey-samples", "2", "--device", "cpu", "--out", str(tmp_path)])
     copy = [r for r in rows if r["probe"] == "copy"]
     for r in rows:
         assert {"run", "position", "scaling", "seed", "probe", "value"} <= set(r)

@@ -1,6 +1,6 @@
 """One line per training run: final validation loss and perplexity, training throughput.
 
-    python -m eval.summary runs/study/learned runs/study/sinusoidal runs/study/rope [--out FILE.md]
+    python -m eval.summary runs/study/seed1/learned runs/study/seed1/rope [--out FILE.md]
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def summarize(run_dir: Path) -> dict:
     if not evals:
         raise CheckpointError(f"{run_dir} has no validation loss yet")
     model = config["model"]
-    return {"run": run_dir.name, "position": model["position"]["type"], "scaling": model["position"]["scaling"],
+    return {"run": run_dir.name, "seed": (config.get("run") or {}).get("seed"), "position": model["position"]["type"], "scaling": model["position"]["scaling"],
             "context": model["max_seq_len"], "steps": evals[-1]["step"], "val_loss": evals[-1]["val_loss"],
             "val_ppl": evals[-1]["val_ppl"],
             # the median over logging intervals: robust to the first (warm-up) interval and to evaluations
@@ -31,11 +31,11 @@ def summarize(run_dir: Path) -> dict:
 
 
 def markdown(summaries: list[dict]) -> str:
-    lines = ["| run | encoding | context | steps | val loss | val ppl | train tokens/s |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    lines = ["| run | seed | encoding | context | steps | val loss | val ppl | train tokens/s |",
+             "|---|---:|---|---:|---:|---:|---:|---:|"]
     for s in summaries:
         encoding = s["position"] + (f" + {s['scaling']['type']} x{s['scaling']['factor']:g}" if s["scaling"] else "")
-        lines.append(f"| {s['run']} | {encoding} | {s['context']} | {s['steps']} | {s['val_loss']:.3f} | "
+        lines.append(f"| {s['run']} | {s['seed']} | {encoding} | {s['context']} | {s['steps']} | {s['val_loss']:.3f} | "
                      f"{s['val_ppl']:.1f} | {s['tokens_per_s']:,.0f} |")
     return "\n".join(lines) + "\n"
 

@@ -153,3 +153,34 @@ def test_gradients_reach_every_parameter():
     loss.backward()
     assert loss.item() == pytest.approx(math.log(97), rel=0.1)  # near-uniform predictions at init
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+
+
+def encoding_to_token_rms(position: str, d_model: int = 128) -> float:
+    """RMS of what the encoding adds to the embeddings over positions 0..L-1, over the RMS of the
+    scaled token embeddings, at init."""
+    cfg = ModelConfig(vocab_size=4096, d_model=d_model, max_seq_len=256, position=PositionConfig(type=position))
+    torch.manual_seed(0)
+    model = GPT(cfg)
+    with torch.no_grad():
+        tokens = model.embed.weight * model.embed_scale
+        added = model.position.embed(torch.zeros(256, d_model), torch.arange(256))
+    return float(added.pow(2).mean().sqrt() / tokens.pow(2).mean().sqrt())
+
+
+def test_additive_encodings_start_at_the_token_scale():
+    # one rule (model/positions.py): a fixed encoding matches the tokens' RMS; a learned table is
+    # initialised like every weight and added unscaled, 1/sqrt(d) of the tokens
+    assert encoding_to_token_rms("sinusoidal") == pytest.approx(1.0, rel=0.01)
+    assert encoding_to_token_rms("sinusoidal", d_model=512) == pytest.approx(1.0, rel=0.01)
+    assert encoding_to_token_rms("learned") == pytest.approx(128 ** -0.5, rel=0.05)
+    assert encoding_to_token_rms("learned", d_model=512) == pytest.approx(512 ** -0.5, rel=0.05)
+
+
+def test_sinusoid_is_sin_at_even_and_cos_at_odd_dimensions():
+    from model.positions import sinusoid_table
+    d, pos = 8, torch.tensor([0, 1, 5])
+    table = sinusoid_table(pos, d)
+    for j in range(d // 2):
+        angle = pos.float() / 10000.0 ** (2 * j / d)  # Vaswani et al. (arXiv 1706.03762) section 3.5
+        torch.testing.assert_close(table[:, 2 * j], angle.sin())
+        torch.testing.assert_close(table[:, 2 * j + 1], angle.cos())

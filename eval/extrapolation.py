@@ -4,7 +4,7 @@
         --scaling none,linear,ntk,dynamic,yarn,dynamic-yarn [--fixed-factors 4] [--split test] [--stride 64] \
         [--max-tokens 32768] [--batch-size 4] [--decode-chunk 1] [--device cpu] [--out reports/extrapolation]
 
-The protocol is the ALiBi paper's (Press et al., arXiv 2108.12409, section 4): windows of `length`
+The protocol is the ALiBi paper's (Press et al., arXiv 2108.12409): windows of `length`
 tokens inside held-out documents, non-overlapping by default (every target of a window scored). With
 --stride the windows slide and each scores only its last `stride` targets, so every scored target
 has at least length - stride tokens of context (a document's first length - stride targets are not

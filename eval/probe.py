@@ -11,9 +11,9 @@ copy     A span of `--span` held-out tokens, then held-out text, then the span a
          the same position when the first copy is replaced by other text, all else equal. gain =
          baseline - value > 0 means the model looked back D tokens and copied (induction copying,
          Olsson et al. 2022, arXiv 2209.11895).
-passkey  The PI / YaRN papers' task (Chen et al. 2306.15595 section 3.3; Peng et al. 2309.00071
-         section 4.3): a five-digit key stated once at a depth of held-out filler text of the given
-         length, asked for at the end. `value` is the accuracy of greedy (teacher-forced) prediction
+passkey  The PI / YaRN papers' task (the passkey retrieval of Chen et al. 2306.15595, section 3, and
+         of Peng et al. 2309.00071, section 4): a five-digit key stated once at a depth of held-out
+         filler text of the given length, asked for at the end. `value` is the accuracy of greedy (teacher-forced) prediction
          of every digit of the key; tiny models may score zero everywhere.
 
 Every run sees the same samples (a fixed generator), so encodings are compared on the same text.

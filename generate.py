@@ -16,6 +16,7 @@ import yaml
 
 from model.attention import KVCache
 from model.checkpoint import CheckpointError, load_model
+from model.config import ArgumentParser, ConfigError
 from model.device import pick_device
 from model.gpt import GPT
 
@@ -76,8 +77,34 @@ def generate_tokens(model: GPT, prompt: list[int], max_new_tokens: int, temperat
             logits, _ = model(torch.tensor([[next_id]], device=device), cache=cache, last_only=True)
 
 
+def check_options(args) -> None:
+    if args.max_new_tokens < 0:
+        raise ConfigError(f"--max-new-tokens must be >= 0, got {args.max_new_tokens}")
+    if not args.temperature >= 0:
+        raise ConfigError(f"--temperature must be >= 0 (0 is greedy), got {args.temperature}")
+    if args.top_k is not None and args.top_k < 1:
+        raise ConfigError(f"--top-k must be >= 1, got {args.top_k}")
+    if args.top_p is not None and not 0 < args.top_p <= 1:
+        raise ConfigError(f"--top-p must be in (0, 1], got {args.top_p}")
+
+
+def parse_scaling(text: str) -> dict | None | str:
+    """--rope-scaling: a YAML mapping, 'none', or 'from-run' (the run's own)."""
+    if text == "from-run":
+        return text
+    try:
+        scaling = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"--rope-scaling: cannot parse {text!r} as YAML ({e.problem})") from None
+    if scaling in ("none", None):
+        return None
+    if not isinstance(scaling, dict):
+        raise ConfigError(f"--rope-scaling must be a mapping such as '{{type: yarn, factor: 4}}' or 'none', got {text!r}")
+    return scaling
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--prompt", default="", help="text to continue (default: start of a document)")
     parser.add_argument("--max-new-tokens", type=int, default=200)
@@ -92,12 +119,15 @@ def main(argv=None):
 
     from data import Tokenizer
     try:
-        scaling = args.rope_scaling if args.rope_scaling == "from-run" else yaml.safe_load(args.rope_scaling)
-        if scaling == "none":
-            scaling = None
-        model = load_model(args.run_dir, scaling=scaling, device=pick_device(args.device))
+        check_options(args)
+        scaling = parse_scaling(args.rope_scaling)
+        device = pick_device(args.device, "--device")
+        try:
+            model = load_model(args.run_dir, scaling=scaling, device=device)
+        except ConfigError as e:  # the run's own config was checked when it trained: this is the option's
+            raise ConfigError(f"--rope-scaling: {str(e).removeprefix('model.position.scaling: ')}") from None
         tokenizer = Tokenizer(args.run_dir / "tokenizer.model")
-    except (CheckpointError, ValueError, yaml.YAMLError) as e:
+    except (CheckpointError, ValueError) as e:  # ConfigError is a ValueError
         print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
         sys.exit(2)
 

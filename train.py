@@ -28,8 +28,8 @@ from tqdm import tqdm
 
 from data import DataConfig, TokenData, prepare
 from model.checkpoint import (CheckpointError, atomic_write_text, load_state, load_weights, read_pointer,
-                              read_run_config, save_checkpoint)
-from model.config import ConfigError, ModelConfig, load_config, to_dict
+                              read_run_config, remove_leftovers, save_checkpoint, write_error)
+from model.config import ArgumentParser, ConfigError, ModelConfig, load_config, to_dict
 from model.device import autocast, pick_device
 from model.gpt import GPT
 
@@ -43,6 +43,16 @@ class RunConfig:
     compile: bool = False
     wandb: bool = False
     wandb_project: str = "positional-encodings"
+
+    def validate(self) -> None:
+        if not self.name or "/" in self.name or self.name in (".", ".."):
+            raise ConfigError(f"run.name must be a plain directory name, got {self.name!r}")
+        if self.seed < 0:
+            raise ConfigError(f"run.seed must be >= 0, got {self.seed}")
+        run_dir = Path(self.out_dir) / self.name
+        for path, key in ((Path(self.out_dir), "run.out_dir"), (run_dir, "run.out_dir/run.name")):
+            if path.exists() and not path.is_dir():
+                raise ConfigError(f"{key}: {path} is a file, not a directory")
 
 
 @dataclass
@@ -64,6 +74,27 @@ class TrainConfig:
     ckpt_every: int = 200
     init_from: str | None = None  # a run directory to start from (context-extension fine-tuning)
 
+    def validate(self) -> None:
+        for key in ("batch_size", "grad_accum", "max_steps", "log_every", "eval_every", "ckpt_every", "eval_tokens"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"train.{key} must be >= 1, got {getattr(self, key)}")
+        if self.decay_steps is not None and self.decay_steps < 1:
+            raise ConfigError(f"train.decay_steps must be >= 1 or null, got {self.decay_steps}")
+        if self.warmup_steps < 0:
+            raise ConfigError(f"train.warmup_steps must be >= 0, got {self.warmup_steps}")
+        if not 0 < self.lr < math.inf:
+            raise ConfigError(f"train.lr must be a finite number > 0, got {self.lr}")
+        if not 0 <= self.min_lr <= self.lr:
+            raise ConfigError(f"train.min_lr must be in [0, train.lr = {self.lr}], got {self.min_lr}")
+        for key in ("beta1", "beta2"):
+            if not 0 < getattr(self, key) < 1:
+                raise ConfigError(f"train.{key} must be in (0, 1), got {getattr(self, key)}")
+        for key in ("weight_decay", "grad_clip"):
+            if not 0 <= getattr(self, key) < math.inf:
+                raise ConfigError(f"train.{key} must be a finite number >= 0, got {getattr(self, key)}")
+        if self.init_from is not None and not self.init_from:
+            raise ConfigError("train.init_from must be a run directory or null, got ''")
+
 
 @dataclass
 class Config:
@@ -75,6 +106,9 @@ class Config:
 
 def resolve(cfg: Config) -> Config:
     """Fill derived keys and check the config as a whole."""
+    cfg.run.validate()
+    cfg.data.validate()
+    cfg.train.validate()
     if cfg.model.vocab_size is None:
         cfg.model.vocab_size = cfg.data.vocab_size
     elif cfg.model.vocab_size != cfg.data.vocab_size:
@@ -91,10 +125,32 @@ def resolve(cfg: Config) -> Config:
             raise ConfigError(f"train.init_from: {e}") from None
         cfg.model.position.scaling = {**scaling, "original_max_position_embeddings": base}
     cfg.model.validate()
-    for key in ("max_steps", "batch_size", "grad_accum", "log_every", "eval_every", "ckpt_every"):
-        if getattr(cfg.train, key) < 1:
-            raise ConfigError(f"train.{key} must be >= 1")
     return cfg
+
+
+def flatten(tree: dict, prefix: str = "") -> dict:
+    """{"model.position.type": "rope", ...} from a nested dict."""
+    flat = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and key != "scaling":  # a scaling is one value
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def resume_changes(run_dir: Path, cfg: Config) -> dict:
+    """{key: [saved, new]} for the keys in which `cfg` differs from the run's config.yaml. A resumed run
+    may change how it trains, logs and checkpoints, never its model, its data or its seed."""
+    saved = read_run_config(run_dir)
+    old, new = flatten(saved if isinstance(saved, dict) else {}), flatten(to_dict(cfg))
+    changes = {k: [old[k], v] for k, v in new.items() if k in old and old[k] != v}  # older runs lack new keys
+    refused = [k for k in changes if k == "run.seed" or (k.startswith(("model.", "data.")) and k != "data.cache_dir")]
+    if refused:
+        raise ConfigError(f"cannot resume {run_dir} with a different {', '.join(refused)} "
+                          f"({'; '.join(f'{changes[k][0]!r} -> {changes[k][1]!r}' for k in refused)}): "
+                          f"that is another model or data; choose another run.name")
+    return changes
 
 
 def lr_at(step: int, t: TrainConfig) -> float:
@@ -158,18 +214,35 @@ def setup_distributed(device: torch.device) -> tuple[bool, int, int, torch.devic
 
 
 def open_metrics(run_dir: Path, resume_step: int | None):
-    """metrics.jsonl opened for appending, without rows logged after the checkpoint we resume from."""
+    """metrics.jsonl opened for appending, without rows logged after the checkpoint we resume from.
+    A torn last line (the process was killed while writing it) is dropped."""
     path = run_dir / "metrics.jsonl"
     kept = []
     if resume_step is not None and path.exists():
-        kept = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= resume_step]
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+        for i, line in enumerate(lines):
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                if i == len(lines) - 1:
+                    break
+                raise CheckpointError(f"{path} line {i + 1} is not JSON; fix or delete that line") from None
+            if row["step"] <= resume_step:
+                kept.append(line)
     atomic_write_text(path, "".join(line + "\n" for line in kept))
     return open(path, "a")
 
 
+def all_finite(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> bool:
+    """Whether every weight and every optimizer moment is finite (one device sync)."""
+    tensors = [p.detach() for p in model.parameters()]
+    tensors += [v for state in optimizer.state.values() for v in state.values() if torch.is_tensor(v) and v.dim()]
+    return bool(torch.stack([t.isfinite().all() for t in tensors]).all())
+
+
 def train(cfg: Config, resume: bool = False) -> Path:
     t = cfg.train
-    ddp, rank, world, device = setup_distributed(pick_device(cfg.run.device))
+    ddp, rank, world, device = setup_distributed(pick_device(cfg.run.device, "run.device"))
     if t.grad_accum % world:
         raise ConfigError(f"train.grad_accum ({t.grad_accum}) must be divisible by the number of processes ({world})")
     micro_steps = t.grad_accum // world
@@ -183,6 +256,16 @@ def train(cfg: Config, resume: bool = False) -> Path:
                           "pass --resume to continue it or choose another run.name")
     if resume and not has_ckpt:
         log(f"note: nothing to resume in {run_dir}; starting a new run")
+    changes = resume_changes(run_dir, cfg) if resume and has_ckpt else {}
+    if t.init_from and not (resume and has_ckpt):
+        try:
+            read_pointer(Path(t.init_from))
+        except CheckpointError as e:
+            raise ConfigError(f"train.init_from: {e}") from None
+    if main:
+        removed = remove_leftovers(run_dir)
+        if removed:
+            log(f"note: removed {len(removed)} leftover file(s) of an interrupted run in {run_dir}: {', '.join(removed)}")
 
     if main:
         data_dir = prepare(cfg.data)
@@ -217,6 +300,12 @@ def train(cfg: Config, resume: bool = False) -> Path:
         atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
         shutil.copyfile(data_dir / "tokenizer.model", run_dir / "tokenizer.model")
         metrics = open_metrics(run_dir, start if resume else None)
+        if changes:  # config.yaml now holds the new values; this keeps the history
+            with open(run_dir / "config_changes.jsonl", "a") as f:
+                f.write(json.dumps({"resumed_at_step": start, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                                    "changes": changes}) + "\n")
+            log(f"note: resuming with {', '.join(f'{k}: {a!r} -> {b!r}' for k, (a, b) in changes.items())} "
+                f"(recorded in config_changes.jsonl)")
         wandb_run = start_wandb(cfg, run_dir) if cfg.run.wandb else None
 
     if device.type == "cuda":
@@ -238,10 +327,11 @@ def train(cfg: Config, resume: bool = False) -> Path:
     log(f"{cfg.run.name}: {cfg.model.position.type} | {n_params / 1e6:.2f}M parameters | {device} | "
         f"{tokens_per_step} tokens/step | {len(train_data) / 1e6:.2f}M training tokens")
     bar = tqdm(total=t.max_steps, initial=start, disable=not main, dynamic_ncols=True, unit="step")
-    loss_sum, loss_count, last_good = torch.zeros((), device=device), 0, start
+    loss_sum, loss_count = torch.zeros((), device=device), 0
+    last_good = start if resume and has_ckpt else None  # the step of the checkpoint on disk
     clock = time.perf_counter()
     step = start
-    with Stopper() as stopper:
+    with bar, Stopper() as stopper:  # the bar closes before any error line
         while step < t.max_steps:
             lr = lr_at(step, t)
             for group in optimizer.param_groups:
@@ -272,9 +362,7 @@ def train(cfg: Config, resume: bool = False) -> Path:
                     dist.all_reduce(loss_sum, op=dist.ReduceOp.AVG)
                 loss_value = loss_sum.item() / loss_count
                 if not math.isfinite(loss_value):
-                    bar.close()
-                    raise FloatingPointError(f"loss is {loss_value} at step {step}; stopping. The last good "
-                                             f"checkpoint (step {last_good}) in {run_dir} is kept")
+                    raise FloatingPointError(diverged(f"loss is {loss_value}", step, last_good, run_dir))
                 elapsed = time.perf_counter() - clock
                 row = {"step": step, "loss": round(loss_value, 5), "lr": lr,
                        "tokens_per_s": round(loss_count * tokens_per_step / elapsed, 1)}
@@ -292,6 +380,8 @@ def train(cfg: Config, resume: bool = False) -> Path:
                 loss_count = 0
                 clock = time.perf_counter()
             if is_ckpt:
+                if not all_finite(model, optimizer):  # the loss was checked above: a checkpoint step logs
+                    raise FloatingPointError(diverged("the weights are not finite", step, last_good, run_dir))
                 if main:
                     state = {"step": step, "optimizer": optimizer.state_dict(), "rng": torch.get_rng_state()}
                     if device.type == "cuda":
@@ -299,10 +389,8 @@ def train(cfg: Config, resume: bool = False) -> Path:
                     save_checkpoint(run_dir, model, state, step)
                 last_good = step
             if stopper.signal is not None:
-                bar.close()
                 log(f"{stopper.signal.name}: checkpoint saved at step {step} in {run_dir}; continue with --resume")
                 raise SystemExit(128 + stopper.signal.value)
-    bar.close()
     if main:
         metrics.close()
         if wandb_run is not None:
@@ -310,6 +398,12 @@ def train(cfg: Config, resume: bool = False) -> Path:
     if ddp:
         dist.destroy_process_group()
     return run_dir
+
+
+def diverged(what: str, step: int, last_good: int | None, run_dir: Path) -> str:
+    kept = (f"the last good checkpoint (step {last_good}) in {run_dir} is kept" if last_good is not None
+            else f"no checkpoint was saved in {run_dir}")
+    return f"{what} at step {step}; stopping (try a lower train.lr); {kept}"
 
 
 def start_wandb(cfg: Config, run_dir: Path):
@@ -321,17 +415,22 @@ def start_wandb(cfg: Config, run_dir: Path):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True, help="YAML config, e.g. configs/tiny.yaml")
     parser.add_argument("--resume", action="store_true", help="continue the run's latest checkpoint")
     parser.add_argument("overrides", nargs="*", help="dotted.key=value, e.g. model.position.type=alibi")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # overrides may stand before or after --resume
     try:
         cfg = resolve(load_config(Config, args.config, args.overrides))
         run_dir = train(cfg, resume=args.resume)
     except (ConfigError, CheckpointError, FloatingPointError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2 if isinstance(e, ConfigError) else 1)
+    except OSError as e:  # a full disk or read-only run directory outside a checkpoint save
+        if write_error(e) is None:
+            raise
+        print(f"error: {write_error(e)} while writing {e.filename or 'the run directory'}", file=sys.stderr)
+        sys.exit(1)
     print(f"done: {run_dir}")
 
 

@@ -6,24 +6,27 @@ The work lives in data/shards.py; this module is its command line (and re-export
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 from data.shards import DataConfig, prepare
 from data.tokens import TokenData
-from model.config import ConfigError, apply_overrides, from_dict, read_yaml
+from model.config import ArgumentParser, ConfigError, apply_overrides, from_dict, read_yaml
 
 __all__ = ["DataConfig", "prepare", "main"]
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Tokenize a config's data source into cached token shards.")
+    parser = ArgumentParser(description="Tokenize a config's data source into cached token shards.")
     parser.add_argument("--config", required=True, help="YAML config; only its data: section is used")
     parser.add_argument("overrides", nargs="*", help="dotted.key=value, e.g. data.vocab_size=8192")
     args = parser.parse_args(argv)
     try:
         raw = apply_overrides(read_yaml(args.config), args.overrides)
-        cfg = from_dict(DataConfig, raw.get("data") or {}, "data")
+        section = raw.get("data") or {}
+        if not isinstance(section, dict):
+            raise ConfigError(f"data: expected a mapping of data keys, got {section!r}")
+        cfg = from_dict(DataConfig, section, "data")
+        cfg.validate()
         path = prepare(cfg)
         print(path)
         for split in ("train", "val", "test"):

@@ -42,6 +42,24 @@ class DataConfig:
     test_fraction: float = 0.07
     max_documents: int | None = None  # cap per split, for large hf: datasets
 
+    def validate(self) -> None:
+        if not self.source:
+            raise ConfigError("data.source must be shakespeare, a local file, folder or glob, or hf:NAME[:CONFIG]")
+        if self.vocab_size < 260:
+            raise ConfigError(f"data.vocab_size must be above 259 (256 byte tokens + unk, bos, eos), "
+                              f"got {self.vocab_size}")
+        for key in ("val_fraction", "test_fraction"):
+            value = getattr(self, key)
+            if not 0 <= value < 1:
+                raise ConfigError(f"data.{key} must be in [0, 1), got {value!r}")
+        if self.val_fraction + self.test_fraction >= 1:
+            raise ConfigError(f"data.val_fraction + data.test_fraction must be below 1, got "
+                              f"{self.val_fraction} + {self.test_fraction}")
+        if self.max_documents is not None and self.max_documents < 1:
+            raise ConfigError(f"data.max_documents must be >= 1 or null, got {self.max_documents}")
+        if Path(self.cache_dir).exists() and not Path(self.cache_dir).is_dir():
+            raise ConfigError(f"data.cache_dir {self.cache_dir!r} is a file, not a directory")
+
 
 def source_fingerprint(source: str) -> dict:
     """What identifies the source's content without reading it: for local files their absolute
@@ -68,8 +86,7 @@ def dataset_key(cfg: DataConfig) -> str:
 def prepare(cfg: DataConfig, progress: bool = True) -> Path:
     """Build (or find in the cache) the tokenizer and token shards for `cfg`; returns their directory.
     `progress=False` builds silently (no status lines, no progress bars)."""
-    if cfg.vocab_size < 260:
-        raise ConfigError(f"data.vocab_size must be above 259 (256 byte tokens + unk, bos, eos), got {cfg.vocab_size}")
+    cfg.validate()
     cache = Path(cfg.cache_dir)
     key = dataset_key(cfg)
     out = cache / key

@@ -8,8 +8,11 @@ last, so a kill at any moment leaves the previous checkpoint loadable.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import pickle
 import tempfile
 from pathlib import Path
 
@@ -57,16 +60,62 @@ def weights_of(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
 
 
+def write_error(e: Exception) -> str | None:
+    """What went wrong in a failed write, in a few words; None when `e` is not a failed write.
+    torch.save reports a full disk as a RuntimeError from its zip writer."""
+    if isinstance(e, OSError):
+        if e.errno == errno.ENOSPC:
+            return "no space left on device"
+        if e.errno == errno.EROFS:
+            return "read-only file system"
+        if isinstance(e, PermissionError):
+            return "permission denied"
+        return e.strerror or str(e)
+    if isinstance(e, RuntimeError) and ("unexpected pos" in str(e) or "PytorchStreamWriter failed" in str(e)):
+        return "no space left on device"
+    return None
+
+
 def save_checkpoint(run_dir: Path, model, state: dict, step: int) -> None:
+    """Write the step's weights and state, then point checkpoint.json at them and delete the previous
+    ones. A failed write (full disk, read-only directory) leaves the previous checkpoint as it was."""
     run_dir = Path(run_dir)
     weights, state_file = f"model_{step:07d}.safetensors", f"state_{step:07d}.pt"
-    atomic_write(run_dir / weights, lambda tmp: save_file(weights_of(model), tmp, metadata={"step": str(step)}))
-    atomic_write(run_dir / state_file, lambda tmp: torch.save(state, tmp))
     previous = read_pointer(run_dir) if (run_dir / POINTER).exists() else None
-    atomic_write_text(run_dir / POINTER, json.dumps({"step": step, "weights": weights, "state": state_file}))
+    try:
+        atomic_write(run_dir / weights, lambda tmp: save_file(weights_of(model), tmp, metadata={"step": str(step)}))
+        atomic_write(run_dir / state_file, lambda tmp: torch.save(state, tmp))
+        atomic_write_text(run_dir / POINTER, json.dumps({"step": step, "weights": weights, "state": state_file}))
+    except (OSError, RuntimeError) as e:
+        reason = write_error(e)
+        if reason is None:
+            raise
+        for name in (weights, state_file):
+            if not previous or name not in (previous["weights"], previous["state"]):
+                with contextlib.suppress(OSError):
+                    (run_dir / name).unlink(missing_ok=True)
+        kept = f"the step {previous['step']} checkpoint is kept" if previous else "there is no earlier checkpoint"
+        raise CheckpointError(f"{reason} while saving the step {step} checkpoint in {run_dir}; {kept}") from None
     if previous and previous["step"] != step:
         for name in (previous["weights"], previous["state"]):
-            (run_dir / name).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # a leftover is removed at the next start (remove_leftovers)
+                (run_dir / name).unlink(missing_ok=True)
+
+
+def remove_leftovers(run_dir: Path) -> list[str]:
+    """Delete temp files of killed atomic writes and checkpoint files checkpoint.json does not name;
+    returns their names."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return []
+    pointer = read_pointer(run_dir) if (run_dir / POINTER).exists() else {}
+    keep = {pointer.get("weights"), pointer.get("state")}
+    removed = []
+    for path in sorted([*run_dir.glob(".*.tmp"), *run_dir.glob("model_*.safetensors"), *run_dir.glob("state_*.pt")]):
+        if path.name not in keep and path.is_file():
+            path.unlink()
+            removed.append(path.name)
+    return removed
 
 
 def read_pointer(run_dir: Path) -> dict:
@@ -74,11 +123,15 @@ def read_pointer(run_dir: Path) -> dict:
     if not run_dir.is_dir():
         raise CheckpointError(f"run directory not found: {run_dir}")
     try:
-        return json.loads((run_dir / POINTER).read_text())
+        pointer = json.loads((run_dir / POINTER).read_text())
     except FileNotFoundError:
         raise CheckpointError(f"no checkpoint in {run_dir} (missing {POINTER}); has it trained yet?") from None
-    except (json.JSONDecodeError, KeyError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise CheckpointError(f"{run_dir / POINTER} is corrupt ({e})") from None
+    if not (isinstance(pointer, dict) and isinstance(pointer.get("step"), int)
+            and all(isinstance(pointer.get(k), str) for k in ("weights", "state"))):
+        raise CheckpointError(f"{run_dir / POINTER} is corrupt (expected step, weights and state)")
+    return pointer
 
 
 def load_state(run_dir: Path) -> dict:
@@ -88,6 +141,9 @@ def load_state(run_dir: Path) -> dict:
         return torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint state missing: {path}") from None
+    except pickle.UnpicklingError:  # torch's advice here is to unpickle it anyway: we do not
+        raise CheckpointError(f"{path} is not a plain checkpoint state (it holds pickled Python objects); "
+                              f"it will not be unpickled") from None
     except Exception as e:
         raise CheckpointError(f"cannot read checkpoint state {path}: {str(e).splitlines()[0]}") from None
 

@@ -6,7 +6,9 @@ keys and wrong types with a `ConfigError` whose message names the key.
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -18,6 +20,23 @@ import yaml
 
 class ConfigError(ValueError):
     """A mistake in a config file or override; its message is one line that names the key."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, but a bad command line is one line on stderr (exit code 2), not usage + error."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} (see --help)\n")
+
+
+def check(ok: bool, key: str, accepts: str, value: Any) -> None:
+    """Raise ConfigError naming `key` and what it accepts unless `ok`."""
+    if not ok:
+        raise ConfigError(f"{key} must be {accepts}, got {value!r}")
+
+
+def positive(value, key: str) -> None:
+    check(value > 0, key, "> 0", value)  # `not NaN > 0`, so NaN is refused too
 
 
 @dataclass
@@ -54,6 +73,14 @@ class ModelConfig:
     def validate(self) -> None:
         from .positions import ENCODINGS  # the registry (positions.py imports this module)
         from .rope import rope_frequencies
+        if self.vocab_size is not None:
+            positive(self.vocab_size, "model.vocab_size")
+        for key in ("d_model", "n_layers", "n_heads", "n_kv_heads", "max_seq_len", "ffn_hidden", "norm_eps",
+                    "init_std"):
+            positive(getattr(self, key), f"model.{key}")
+        check(0 <= self.dropout < 1, "model.dropout", "in [0, 1)", self.dropout)
+        check(math.isfinite(self.init_std), "model.init_std", "finite", self.init_std)
+        positive(self.position.theta, "model.position.theta")
         if self.position.type not in ENCODINGS:
             raise ConfigError(f"model.position.type: unknown encoding {self.position.type!r}; "
                               f"choose one of {', '.join(sorted(ENCODINGS))}")
@@ -70,7 +97,7 @@ class ModelConfig:
             try:  # the model fills in the original length the same way (positions.Rope)
                 rope_frequencies(self.head_dim, self.position.theta,
                                  {"original_max_position_embeddings": self.max_seq_len, **self.position.scaling})
-            except ValueError as e:
+            except (ValueError, TypeError) as e:
                 raise ConfigError(f"model.position.scaling: {e}") from None
 
 
@@ -88,7 +115,9 @@ def _check_type(value: Any, tp: Any, key: str) -> Any:
                 return _check_type(value, arg, key)
             except ConfigError as e:
                 errors.append(str(e))
-        raise errors[0] if len(errors) == 1 else ConfigError(f"{key}: wrong type {type(value).__name__} ({value!r})")
+        if len(errors) == 1:
+            raise ConfigError(errors[0])
+        raise ConfigError(f"{key}: wrong type {type(value).__name__} ({value!r})")
     if origin is Literal:
         if value not in typing.get_args(tp):
             raise ConfigError(f"{key}: {value!r} is not one of {', '.join(map(str, typing.get_args(tp)))}")

@@ -33,8 +33,8 @@ import sentencepiece as spm
 import torch
 from safetensors.torch import save_file
 
-from .checkpoint import CheckpointError, atomic_write, atomic_write_text, load_model, model_config
-from .config import ModelConfig
+from .checkpoint import CheckpointError, atomic_write, atomic_write_text, load_model, model_config, write_error
+from .config import ArgumentParser, ModelConfig
 from .gpt import GPT
 
 
@@ -226,6 +226,8 @@ def tokenizer_config(sp: spm.SentencePieceProcessor, max_len: int) -> dict:
 def export(run_dir: Path, out_dir: Path) -> Path:
     """Write the Hugging Face directory for the latest checkpoint of `run_dir`; returns `out_dir`."""
     run_dir, out_dir = Path(run_dir), Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ExportError(f"out_dir {out_dir} is an existing file, not a directory")
     check_exportable(model_config(run_dir))
     tok_path = run_dir / "tokenizer.model"
     if not tok_path.is_file():
@@ -255,7 +257,7 @@ def export(run_dir: Path, out_dir: Path) -> Path:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", type=Path, help="a run directory written by train.py")
     parser.add_argument("out_dir", type=Path, help="where to write the Hugging Face files")
     args = parser.parse_args(argv)
@@ -264,6 +266,11 @@ def main(argv=None):
     except (CheckpointError, ExportError) as e:
         print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
         sys.exit(2)
+    except OSError as e:  # a full disk, or an out_dir we may not write
+        if write_error(e) is None:
+            raise
+        print(f"error: {write_error(e)} while writing {e.filename or args.out_dir}", file=sys.stderr)
+        sys.exit(1)
     print(f"exported {args.run_dir} to {out} (LlamaForCausalLM)")
 
 

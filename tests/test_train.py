@@ -1,5 +1,8 @@
 """train.py and generate.py end to end, on Shakespeare with a tiny model."""
+import errno
+import fractions
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -13,7 +16,8 @@ import train
 from eval.summary import summarize
 from conftest import logged_losses
 from generate import generate_tokens
-from model.checkpoint import load_model
+import model.checkpoint as checkpoint
+from model.checkpoint import CheckpointError, load_model, load_state, load_weights
 from model.positions import ENCODINGS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,3 +132,94 @@ def test_missing_and_corrupt_checkpoints_get_one_clear_line(tiny_args, tmp_path)
     assert corrupt.stderr.strip().count("\n") == 0
     again = cli("train.py", *tiny_args, "run.name=broken", timeout=60)  # no silent overwrite
     assert again.returncode == 2 and "--resume" in again.stderr
+
+
+def last_error(capsys):
+    return [line for line in capsys.readouterr().err.splitlines() if line.strip()][-1]
+
+
+def test_divergence_keeps_only_finite_checkpoints(tiny_args, tmp_path, capsys):
+    # From scratch at a huge lr with a checkpoint every step: the kept checkpoint is finite and loads.
+    with pytest.raises(SystemExit) as stop:
+        train.main(tiny_args + ["run.name=fresh", "train.lr=1e6", "train.ckpt_every=1", "train.log_every=1"])
+    assert stop.value.code == 1
+    kept = json.loads((tmp_path / "fresh" / "checkpoint.json").read_text())["step"]
+    assert f"last good checkpoint (step {kept})" in last_error(capsys)
+    assert all(bool(t.isfinite().all()) for t in load_weights(tmp_path / "fresh").values())
+    assert cli("generate.py", str(tmp_path / "fresh"), "--max-new-tokens", "5", timeout=60).returncode == 0
+    # With no checkpoint yet, the message says so instead of naming one.
+    with pytest.raises(SystemExit):
+        train.main(tiny_args + ["run.name=none", "train.lr=1e6", "train.log_every=1"])
+    assert "no checkpoint was saved" in last_error(capsys)
+    assert not (tmp_path / "none" / "checkpoint.json").exists()
+    # A healthy run resumed at a huge lr stops and keeps step 10; resumed at a sane lr it carries on from there.
+    train.main(tiny_args + ["run.name=sane", "train.max_steps=10"])
+    with pytest.raises(SystemExit) as stop:
+        train.main(tiny_args + ["run.name=sane", "--resume", "train.lr=1e6", "train.log_every=1"])
+    assert stop.value.code == 1 and "last good checkpoint (step 10)" in last_error(capsys)
+    train.main(tiny_args + ["--resume", "run.name=sane"])  # overrides before and after --resume
+    curve = losses(tmp_path / "sane")
+    assert max(curve) == 20 and all(math.isfinite(loss) for loss, _ in curve.values())
+    assert json.loads((tmp_path / "sane" / "checkpoint.json").read_text())["step"] == 20
+    changes = [json.loads(line)["changes"] for line in (tmp_path / "sane" / "config_changes.jsonl").open()]
+    assert changes[0]["train.lr"] == [0.002, 1e6] and changes[1]["train.lr"] == [1e6, 0.002]
+
+
+def test_resume_refuses_another_model_and_records_safe_changes(tiny_args, tmp_path, capsys):
+    train.main(tiny_args + ["run.name=r", "train.max_steps=10"])
+    for change in (["model.position.type=alibi"], ["run.seed=7", "data.vocab_size=600"]):
+        with pytest.raises(SystemExit) as stop:
+            train.main(tiny_args + ["run.name=r", "--resume", *change])
+        assert stop.value.code == 2
+        line = last_error(capsys)
+        assert all(item.split("=")[0] in line for item in change), line
+    train.main(tiny_args + ["run.name=r", "--resume", "train.max_steps=15", "train.eval_every=5"])
+    run = tmp_path / "r"
+    assert yaml.safe_load((run / "config.yaml").read_text())["train"]["max_steps"] == 15
+    rows = [json.loads(line) for line in (run / "config_changes.jsonl").read_text().splitlines()]
+    assert rows == [{"resumed_at_step": 10, "time": rows[0]["time"],
+                     "changes": {"train.max_steps": [10, 15], "train.eval_every": [10, 5]}}]
+
+
+def test_a_failed_save_keeps_the_previous_checkpoint(tiny_args, tmp_path, capsys, monkeypatch):
+    train.main(tiny_args + ["run.name=f", "train.max_steps=10"])
+    run = tmp_path / "f"
+    # What a killed process leaves: a torn metrics line, a temp file, checkpoint files nothing points to.
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write('{"step": 11, "lo')
+    (run / ".model_0000011.safetensors.x1y2.tmp").write_bytes(b"half")
+    (run / "model_0000005.safetensors").write_bytes(b"old")
+    (run / "state_0000005.pt").write_bytes(b"old")
+    real_save = checkpoint.torch.save
+    failures = [(OSError(errno.ENOSPC, "No space left on device"), "no space left on device"),
+                (RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 1088 vs 1010"),
+                 "no space left on device"),
+                (OSError(errno.EROFS, "Read-only file system"), "read-only file system"),
+                (PermissionError(errno.EACCES, "Permission denied"), "permission denied")]
+    for error, reason in failures:
+        def fail(*args, **kwargs):
+            raise error
+        monkeypatch.setattr(checkpoint.torch, "save", fail)
+        with pytest.raises(SystemExit) as stop:
+            train.main(tiny_args + ["run.name=f", "--resume", "train.max_steps=11"])
+        assert stop.value.code == 1
+        assert last_error(capsys) == (f"error: {reason} while saving the step 11 checkpoint in {run}; "
+                                      f"the step 10 checkpoint is kept")
+        assert sorted(p.name for p in run.iterdir() if p.name.startswith(("model_", "state_", "."))) == \
+            ["model_0000010.safetensors", "state_0000010.pt"]
+        assert all(json.loads(line)["step"] <= 11 for line in (run / "metrics.jsonl").read_text().splitlines())
+    monkeypatch.setattr(checkpoint.torch, "save", real_save)
+    train.main(tiny_args + ["run.name=f", "--resume", "train.max_steps=11"])
+    assert json.loads((run / "checkpoint.json").read_text())["step"] == 11
+
+
+def test_a_state_file_with_pickled_objects_is_refused(tiny_args, tmp_path):
+    import torch
+    train.main(tiny_args + ["run.name=p", "train.max_steps=10"])
+    run = tmp_path / "p"
+    state = run / json.loads((run / "checkpoint.json").read_text())["state"]
+    torch.save({"step": 10, "note": fractions.Fraction(1, 3)}, state)
+    with pytest.raises(CheckpointError) as refused:
+        load_state(run)
+    message = str(refused.value)
+    assert "not a plain checkpoint" in message and "weights_only=False" not in message and "\n" not in message

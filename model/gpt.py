@@ -45,8 +45,8 @@ class Block(nn.Module):
         self.mlp = SwiGLU(cfg)
         self.dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, q_pos, k_pos, pe, cache=None):
-        x = x + self.dropout(self.attn(self.attn_norm(x), q_pos, k_pos, pe, cache))
+    def forward(self, x, ctx, pe, cache=None):
+        x = x + self.dropout(self.attn(self.attn_norm(x), ctx, pe, cache))
         return x + self.dropout(self.mlp(self.mlp_norm(x)))
 
 
@@ -96,9 +96,12 @@ class GPT(nn.Module):
             raise PositionError(f"{self.cfg.position.type} positions stop at {limit - 1}; "
                                 f"this input needs position {end - 1}")
         k_pos = positions if offset == 0 else torch.arange(offset + T, device=idx.device)
+        # keys rotated in attention: all of them, or only the new ones where the cache holds rotated keys
+        rot_pos = k_pos if self.position.dynamic else positions
+        ctx = self.position.context(positions, k_pos, rot_pos)  # once per forward, shared by the layers
         x = self.position.embed(self.embed(idx) * self.embed_scale, positions)  # (B, T, C)
         for block in self.blocks:
-            x = block(x, positions, k_pos, self.position, cache)
+            x = block(x, ctx, self.position, cache)
         x = self.norm(x)
         if last_only:
             x = x[:, -1:]

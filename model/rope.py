@@ -90,12 +90,12 @@ DYNAMIC = {"dynamic", "dynamic-yarn"}  # methods whose frequencies depend on the
 
 
 def rope_frequencies(head_dim: int, theta: float, scaling: dict | None = None,
-                     seq_len: int | None = None) -> tuple[torch.Tensor, float]:
+                     seq_len: int | None = None, device=None) -> tuple[torch.Tensor, float]:
     """(inv_freq [head_dim // 2], attention_factor) for RoPE with an optional scaling.
 
     `scaling` uses Hugging Face's keys: `type`, `factor`, `original_max_position_embeddings`
     (required unless type is none), `beta_fast`, `beta_slow`. `seq_len` is the current length,
-    used by the dynamic methods.
+    used by the dynamic methods; `device` where the frequencies are built.
     """
     scaling = dict(scaling or {})
     kind = scaling.get("type", scaling.get("rope_type", "none"))
@@ -109,7 +109,8 @@ def rope_frequencies(head_dim: int, theta: float, scaling: dict | None = None,
     factor = float(scaling.get("factor", 1.0))
     if factor < 1:
         raise ValueError(f"RoPE scaling factor must be >= 1, got {factor}")
-    return SCALINGS[kind](head_dim, float(theta), L, factor, seq_len, scaling)
+    with torch.device(device or "cpu"):  # built where it is used: no host-to-device copy in a step
+        return SCALINGS[kind](head_dim, float(theta), L, factor, seq_len, scaling)
 
 
 def rope_angles(positions: torch.Tensor, inv_freq: torch.Tensor, attention_factor: float = 1.0):

@@ -59,7 +59,7 @@ def test_alibi_equals_hand_built_bias():
     torch.manual_seed(1)
     x = torch.randn(2, T, 32)
     pos = torch.arange(T)
-    got = attn(x, pos, pos, model.position)
+    got = attn(x, model.position.context(pos, pos, pos), model.position)
     q = attn.q_proj(x).view(2, T, 4, 8).transpose(1, 2)
     k = attn.k_proj(x).view(2, T, 2, 8).transpose(1, 2).repeat_interleave(2, dim=1)
     v = attn.v_proj(x).view(2, T, 2, 8).transpose(1, 2).repeat_interleave(2, dim=1)
@@ -73,7 +73,7 @@ def test_alibi_equals_hand_built_bias():
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
-@torch.no_grad()  # FlexAttention has no CPU backward; on CUDA the benchmark compares the paths
+@torch.no_grad()  # FlexAttention has no CPU backward
 def test_flex_attention_equals_mask_path():
     model = tiny("alibi")
     idx = torch.randint(0, 97, (2, 48))
@@ -83,14 +83,19 @@ def test_flex_attention_equals_mask_path():
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
-def test_blocked_mask_path_equals_single_block(monkeypatch):
-    import model.attention as attention
-    model = tiny("alibi")
-    idx = torch.randint(0, 97, (1, 60))
-    want, _ = model(idx)
-    monkeypatch.setattr(attention, "QUERY_BLOCK", 16)
-    got, _ = model(idx)
-    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+@pytest.mark.parametrize("T", [64, 4096])
+def test_folded_alibi_equals_the_explicit_bias(T):
+    """ALiBi's bias folded into q and k gives the scores of the bias added to them, also at 4k tokens
+    where the folded products are large."""
+    model = tiny("alibi", n_layers=1)
+    attn, pe = model.blocks[0].attn, model.position
+    torch.manual_seed(2)
+    q, k, v = torch.randn(1, 4, T, 8), torch.randn(1, 2, T, 8), torch.randn(1, 2, T, 8)
+    pos = torch.arange(T)
+    got = attn.attend(q, k, v, pe.context(pos, pos, pos), pe)
+    mask = torch.zeros(T, T).masked_fill_(pos[None, :] > pos[:, None], float("-inf")) + pe.score_bias(pos, pos)
+    want = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    torch.testing.assert_close(got, want, atol=2e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("position", ALL + ["rope-yarn"])

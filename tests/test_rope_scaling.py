@@ -115,7 +115,8 @@ def test_rope_module_rotates_like_transformers(kind):
     torch.manual_seed(0)
     q, k = torch.randn(1, 2, T, d), torch.randn(1, 2, T, d)  # (B, nh, T, hs)
     positions = torch.arange(T)
-    q_ours, k_ours = Rope(cfg).rotate(q, k, positions, positions)
+    rope = Rope(cfg)
+    q_ours, k_ours = rope.rotate(q, k, rope.context(positions, positions, positions))
 
     def half_split(x):
         return torch.cat((x[..., 0::2], x[..., 1::2]), dim=-1)

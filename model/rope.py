@@ -86,6 +86,18 @@ def _dynamic_yarn(d, b, L, s, T, p):
     return _yarn(d, b, L, max(1.0, (T or L) / L), T, p)
 
 
+@register("llama3")
+def _llama3(d, b, L, s, T, p):
+    # Llama 3.1 (Meta, 2024; transformers' _compute_llama3_parameters): wavelengths shorter than
+    # L / high_freq_factor keep their frequency, longer than L / low_freq_factor are divided by s,
+    # and a smooth blend in between.
+    low, high = p.get("low_freq_factor") or 1.0, p.get("high_freq_factor") or 4.0
+    inv = base_inv_freq(d, b)
+    wavelength = 2 * math.pi / inv
+    smooth = ((L / wavelength - low) / (high - low)).clamp(0, 1)  # 0: long (divided by s), 1: short (kept)
+    return (inv / s) * (1 - smooth) + inv * smooth, 1.0
+
+
 DYNAMIC = {"dynamic", "dynamic-yarn"}  # methods whose frequencies depend on the current length
 
 

@@ -34,15 +34,17 @@ def plain(d, theta=10000.0):
 # ---------------------------------------------------------------- oracle: transformers
 
 
-def hf_config(kind, d, theta, L, factor):
+def hf_config(kind, d, theta, L, factor, low_freq_factor=1.0, high_freq_factor=4.0):
     """A Llama config whose RoPE is `kind`. transformers' dynamic NTK reads the original length from
     `max_position_embeddings`, while linear ignores it and yarn reads `original_max_position_embeddings`."""
     from transformers import LlamaConfig
     params = {"rope_type": kind, "rope_theta": theta}
     if kind != "default":
         params["factor"] = factor
-    if kind == "yarn":
+    if kind in ("yarn", "llama3"):
         params["original_max_position_embeddings"] = L
+    if kind == "llama3":
+        params.update(low_freq_factor=low_freq_factor, high_freq_factor=high_freq_factor)
     return LlamaConfig(hidden_size=2 * d, num_attention_heads=2, num_key_value_heads=2, head_dim=d,
                        max_position_embeddings=L, rope_parameters=params)
 
@@ -57,6 +59,16 @@ def assert_matches_hf(ours, ref):
     assert inv.dtype == ref_inv.dtype == torch.float32 and inv.shape == ref_inv.shape
     torch.testing.assert_close(inv, ref_inv, rtol=1e-6, atol=0)
     assert factor == pytest.approx(ref_factor, rel=1e-12)
+
+
+def test_llama3_matches_transformers_over_grid():
+    pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    for d, theta, L, s in itertools.product(HEAD_DIMS, THETAS, LENGTHS, FACTORS):
+        for low, high in ((1.0, 4.0), (2.0, 8.0)):
+            ours = rope_frequencies(d, theta, scaling("llama3", s, L, low_freq_factor=low, high_freq_factor=high))
+            ref = ROPE_INIT_FUNCTIONS["llama3"](hf_config("llama3", d, theta, L, s, low, high), None)
+            assert_matches_hf(ours, ref)
 
 
 @pytest.mark.parametrize("kind", ["linear", "yarn", "dynamic"])

@@ -16,16 +16,26 @@ from .config import ModelConfig
 from .positions import PositionalEncoding, PositionContext
 
 class KVCache:
-    """Keys and values of the tokens seen so far, per layer. Keys are stored rotated, so a decoding
-    step rotates only its own token, except for a dynamic RoPE scaling (`pe.dynamic`), whose keys
-    are stored BEFORE rotation and re-rotated with the frequencies of the current length."""
+    """Keys and values of the tokens seen so far, per layer, with their absolute positions. Keys are
+    stored rotated, so a decoding step rotates only its own token, except for a dynamic RoPE scaling
+    (`pe.dynamic`), whose keys are stored BEFORE rotation and re-rotated with the frequencies of the
+    current length. `trim(n)` keeps the last n tokens: a sliding window whose positions stay absolute."""
 
     def __init__(self, n_layers: int):
         self.keys: list[torch.Tensor | None] = [None] * n_layers
         self.values: list[torch.Tensor | None] = [None] * n_layers
+        self.positions: torch.Tensor | None = None  # (S,) absolute positions of the cached tokens
 
     def __len__(self) -> int:
-        return 0 if self.keys[0] is None else self.keys[0].shape[-2]
+        return 0 if self.positions is None else len(self.positions)
+
+    def next_position(self) -> int:
+        return 0 if self.positions is None else int(self.positions[-1]) + 1
+
+    def extend(self, positions: torch.Tensor) -> torch.Tensor:
+        """Add the positions of the tokens of this forward pass (once, before the layers); returns all."""
+        self.positions = positions if self.positions is None else torch.cat([self.positions, positions])
+        return self.positions
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         if self.keys[layer] is not None:
@@ -33,6 +43,12 @@ class KVCache:
             v = torch.cat([self.values[layer], v], dim=-2)
         self.keys[layer], self.values[layer] = k, v
         return k, v
+
+    def trim(self, n: int) -> None:
+        if len(self) > n:
+            self.keys = [k[..., -n:, :] for k in self.keys]
+            self.values = [v[..., -n:, :] for v in self.values]
+            self.positions = self.positions[-n:]
 
 
 _flex_attention = None

@@ -7,7 +7,7 @@ A scheme may act at three points, each a no-op by default, so the model never br
      the same bias for FlexAttention, and `fold(q, k, ctx)` the same scores without a T x S mask
      (an extra dimension of q and k, see Alibi).
 Work that does not depend on the layer (RoPE's cos/sin, the frequencies of a dynamic scaling) is
-done once per forward in `context(q_pos, rot_pos)` and shared by every layer. Positions are explicit
+done once per forward in `context(q_pos, k_pos, rot_pos, length)` and shared by every layer. Positions are explicit
 integer tensors, so a KV cache, sliding-window evaluation and interpolation all use one code path.
 
 Embedding scale, the one rule for additive encodings: tokens enter the network as
@@ -72,8 +72,9 @@ class PositionalEncoding(nn.Module):
     def embed(self, x, positions):
         return x
 
-    def context(self, q_pos, k_pos, rot_pos) -> PositionContext:
-        """Per-forward work shared by the layers; rot_pos are the positions of the keys rotate() gets."""
+    def context(self, q_pos, k_pos, rot_pos, length: int) -> PositionContext:
+        """Per-forward work shared by the layers; rot_pos are the positions of the keys rotate() gets,
+        length the current sequence length (the last position + 1)."""
         return PositionContext(q_pos, k_pos)
 
     def rotate(self, q, k, ctx: PositionContext):
@@ -148,10 +149,10 @@ class Rope(PositionalEncoding):
         # Not persistent: scaling is chosen at load time and never baked into a checkpoint.
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
-    def context(self, q_pos, k_pos, rot_pos):
+    def context(self, q_pos, k_pos, rot_pos, length):
         inv_freq, factor = self.inv_freq, self.attention_factor
         if self.dynamic:  # frequencies depend on the current length: recompute, never mutate buffers
-            inv_freq, factor = rope_frequencies(self.head_dim, self.theta, self.scaling, seq_len=len(k_pos),
+            inv_freq, factor = rope_frequencies(self.head_dim, self.theta, self.scaling, seq_len=length,
                                                 device=q_pos.device)
         k_angles = rope_angles(rot_pos, inv_freq, factor)
         q_angles = k_angles if rot_pos is q_pos else rope_angles(q_pos, inv_freq, factor)

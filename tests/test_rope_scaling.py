@@ -128,7 +128,7 @@ def test_rope_module_rotates_like_transformers(kind):
     q, k = torch.randn(1, 2, T, d), torch.randn(1, 2, T, d)  # (B, nh, T, hs)
     positions = torch.arange(T)
     rope = Rope(cfg)
-    q_ours, k_ours = rope.rotate(q, k, rope.context(positions, positions, positions))
+    q_ours, k_ours = rope.rotate(q, k, rope.context(positions, positions, positions, T))
 
     def half_split(x):
         return torch.cat((x[..., 0::2], x[..., 1::2]), dim=-1)

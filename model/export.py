@@ -36,6 +36,7 @@ from safetensors.torch import save_file
 from .checkpoint import CheckpointError, atomic_write, atomic_write_text, load_model, model_config
 from .config import ModelConfig
 from .gpt import GPT
+from .rope import parse_scaling
 
 
 class ExportError(ValueError):
@@ -46,7 +47,7 @@ EXPORTABLE_SCALINGS = ("none", "linear", "ntk", "dynamic", "yarn", "llama3")
 
 
 def scaling_kind(scaling: dict | None) -> str:
-    return scaling.get("type", scaling.get("rope_type", "none")) if scaling else "none"
+    return (parse_scaling(scaling) or {}).get("type", "none")
 
 
 def check_exportable(cfg: ModelConfig) -> None:

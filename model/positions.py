@@ -28,7 +28,7 @@ import torch
 import torch.nn as nn
 
 from .config import ModelConfig
-from .rope import DYNAMIC, apply_rope, rope_angles, rope_frequencies
+from .rope import DYNAMIC, apply_rope, parse_scaling, rope_angles, rope_frequencies
 
 ENCODINGS: dict[str, type[PositionalEncoding]] = {}
 
@@ -141,7 +141,7 @@ class Rope(PositionalEncoding):
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         self.head_dim, self.theta = cfg.head_dim, cfg.position.theta
-        self.scaling = dict(cfg.position.scaling or {})
+        self.scaling = parse_scaling(cfg.position.scaling) or {}
         if self.scaling:
             self.scaling.setdefault("original_max_position_embeddings", cfg.max_seq_len)
         self.dynamic = self.scaling.get("type") in DYNAMIC

@@ -15,7 +15,8 @@ import torch
 from model.config import ModelConfig, PositionConfig
 from model.gpt import GPT
 from model.positions import Rope
-from model.rope import DYNAMIC, SCALINGS, apply_rope, rope_angles, rope_frequencies, yarn_correction_range
+from model.rope import (DYNAMIC, SCALINGS, apply_rope, parse_scaling, rope_angles, rope_frequencies,
+                        yarn_correction_range)
 
 HEAD_DIMS = (16, 32, 64, 128)
 THETAS = (10000.0, 500000.0)
@@ -274,3 +275,39 @@ def test_apply_rope_rotates_interleaved_pairs():
     expected = torch.zeros(1, 8)
     expected[0, 2], expected[0, 3] = math.cos(angle), math.sin(angle)
     torch.testing.assert_close(out, expected)
+
+
+# ---------------------------------------------------------------- one rule for a scaling mapping
+
+
+def test_rope_type_is_the_same_key_as_type():
+    assert parse_scaling({"rope_type": "yarn", "factor": 4}) == {"type": "yarn", "factor": 4}
+    (a, fa), (b, fb) = (rope_frequencies(32, 1e4, scaling("yarn", 4, 256)),
+                        rope_frequencies(32, 1e4, {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 256}))
+    assert torch.equal(a, b) and fa == fb
+    with pytest.raises(ValueError, match="type 'yarn' and rope_type 'linear'"):
+        parse_scaling({"type": "yarn", "rope_type": "linear"})
+
+
+@pytest.mark.parametrize("bad, named", [
+    ({"type": "yarn", "factr": 4}, "'factr'"),
+    ({"type": "linear", "factor": 4, "beta_fast": 32}, "'beta_fast'"),  # a key of another method
+    ({"type": "llama3", "factor": 4, "beta_slow": 1}, "'beta_slow'"),
+    ({"type": "rotary"}, "'rotary'"),
+    ({"type": "yarn", "factor": 0.5}, "factor must be >= 1"),
+    ({"type": "yarn", "factor": "four"}, "'factor' must be a number"),
+    ({"type": "yarn", "factor": 4, "beta_fast": 1, "beta_slow": 2}, "beta_fast must be above beta_slow"),
+    ({"type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 1}, "high_freq_factor"),
+    ({"type": "ntk", "factor": 2, "original_max_position_embeddings": -1}, "'original_max_position_embeddings'"),
+    ("yarn", "a mapping"),
+])
+def test_a_bad_scaling_is_one_error_naming_the_key(bad, named):
+    with pytest.raises(ValueError, match=named):
+        parse_scaling(bad)
+
+
+def test_every_method_takes_its_own_keys():
+    for name, method in SCALINGS.items():
+        extra = {k: 2.0 if k != "beta_fast" else 64.0 for k in method.keys}
+        assert parse_scaling({"type": name, "factor": 2, "original_max_position_embeddings": 64, **extra})["type"] == name
+    assert rope_frequencies(32, 1e4, scaling("yarn", 4, 256, attention_factor=1.5))[1] == 1.5

@@ -308,6 +308,8 @@ def test_a_bad_scaling_is_one_error_naming_the_key(bad, named):
 
 def test_every_method_takes_its_own_keys():
     for name, method in SCALINGS.items():
-        extra = {k: 2.0 if k != "beta_fast" else 64.0 for k in method.keys}
+        values = {"beta_fast": 64.0, "beta_slow": 2.0, "attention_factor": 1.2, "low_freq_factor": 1.0,
+                  "high_freq_factor": 8.0}
+        extra = {k: values[k] for k in method.keys}
         assert parse_scaling({"type": name, "factor": 2, "original_max_position_embeddings": 64, **extra})["type"] == name
     assert rope_frequencies(32, 1e4, scaling("yarn", 4, 256, attention_factor=1.5))[1] == 1.5

@@ -3,6 +3,13 @@
     python generate.py runs/tiny --prompt "ROMEO:" --max-new-tokens 200 --temperature 0.8 --top-k 50
     python generate.py runs/tiny --prompt "ROMEO:" --temperature 0          # greedy
     python generate.py runs/tiny --rope-scaling "{type: yarn, factor: 4}"   # a RoPE scaling at load time
+    python generate.py runs/tiny --max-new-tokens 2048 --max-context 256    # a sliding KV cache
+
+Every token stays in the KV cache and is attended over, past the training length too, for every
+encoding that can represent the positions (rope with or without a scaling, alibi, nope, sinusoidal);
+`learned` stops at the end of its table with a notice. A dynamic RoPE scaling follows the current
+length token by token. --max-context K keeps only the last K tokens in the cache (a sliding window;
+positions stay absolute, nothing is recomputed).
 """
 from __future__ import annotations
 
@@ -19,16 +26,6 @@ from model.checkpoint import CheckpointError, load_model
 from model.config import ArgumentParser, ConfigError
 from model.device import pick_device
 from model.gpt import GPT
-
-
-def context_limit(model: GPT) -> int:
-    """Tokens the model attends over at once: its training length, or the original length times
-    the factor of a static RoPE scaling chosen at load time (a fine-tuned run already has it)."""
-    scaling = model.cfg.position.scaling or {}
-    if scaling.get("type") in (None, "dynamic", "dynamic-yarn"):
-        return model.cfg.max_seq_len
-    base = scaling.get("original_max_position_embeddings", model.cfg.max_seq_len)
-    return max(model.cfg.max_seq_len, int(base * scaling.get("factor", 1.0)))
 
 
 def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None, top_p: float | None,
@@ -51,30 +48,25 @@ def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None, top
 @torch.no_grad()
 def generate_tokens(model: GPT, prompt: list[int], max_new_tokens: int, temperature: float = 0.8,
                     top_k: int | None = None, top_p: float | None = None, seed: int = 0,
-                    stop_id: int | None = None) -> Iterator[int]:
-    """Yield new token ids one at a time, decoding with a KV cache.
-
-    When the context is full, the cache is rebuilt from the latest half of the context, so long
-    generations continue within positions the model knows.
-    """
+                    stop_id: int | None = None, max_context: int | None = None) -> Iterator[int]:
+    """Yield new token ids one at a time, decoding with a KV cache that keeps every token, or the
+    last `max_context` (a sliding window). Stops early at `stop_id` or where the positions end
+    (learned: its table)."""
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
-    limit = context_limit(model)
-    tokens = list(prompt[-(limit - 1):])
+    limit = model.position.max_positions
     cache = KVCache(model.cfg.n_layers)
-    logits, _ = model(torch.tensor([tokens], device=device), cache=cache, last_only=True)
-    for _ in range(max_new_tokens):
+    logits, _ = model(torch.tensor([prompt], device=device), cache=cache, last_only=True)
+    for position in range(len(prompt), len(prompt) + max_new_tokens):  # the position of the new token
         next_id = int(sample_next(logits[0, -1], temperature, top_k, top_p, generator))
         if next_id == stop_id:
             return
         yield next_id
-        tokens.append(next_id)
-        if len(cache) + 1 >= limit:
-            tokens = tokens[-(limit // 2):]
-            cache = KVCache(model.cfg.n_layers)
-            logits, _ = model(torch.tensor([tokens], device=device), cache=cache, last_only=True)
-        else:
-            logits, _ = model(torch.tensor([[next_id]], device=device), cache=cache, last_only=True)
+        if limit is not None and position + 1 >= limit:  # no position left for the token after it
+            return
+        if max_context is not None:
+            cache.trim(max_context - 1)
+        logits, _ = model(torch.tensor([[next_id]], device=device), cache=cache, last_only=True)
 
 
 def check_options(args) -> None:
@@ -112,6 +104,8 @@ def main(argv=None):
     parser.add_argument("--top-k", type=int, default=None)
     parser.add_argument("--top-p", type=float, default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-context", type=int, default=None,
+                        help="tokens kept in the KV cache (a sliding window; default: all)")
     parser.add_argument("--rope-scaling", default="from-run",
                         help="YAML mapping, e.g. '{type: yarn, factor: 4}', or 'none'; default: the run's own")
     parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
@@ -132,17 +126,20 @@ def main(argv=None):
         sys.exit(2)
 
     prompt = [tokenizer.bos_id] + tokenizer.encode(args.prompt)
-    limit = context_limit(model)
-    if len(prompt) >= limit:
-        print(f"note: the prompt has {len(prompt)} tokens and the model takes {limit}; "
-              f"keeping its last {limit - 1}", file=sys.stderr)
+    limit = model.position.max_positions
+    if limit is not None and len(prompt) >= limit:
+        print(f"note: the prompt has {len(prompt)} tokens and {model.cfg.position.type} positions stop at "
+              f"{limit - 1}; keeping its last {limit - 1}", file=sys.stderr)
+        prompt = prompt[-(limit - 1):]
     # Decode the prompt and the new tokens together: sentencepiece drops a leading space when a
     # piece is decoded alone. Print only what the newest token adds.
     context = prompt[1:]
     shown = tokenizer.decode(context)
     sys.stdout.write(shown)
+    produced = 0
     for token in generate_tokens(model, prompt, args.max_new_tokens, args.temperature, args.top_k, args.top_p,
-                                 args.seed, stop_id=tokenizer.eos_id):
+                                 args.seed, stop_id=tokenizer.eos_id, max_context=args.max_context):
+        produced += 1
         context.append(token)
         text = tokenizer.decode(context)
         if not text.endswith("\ufffd"):  # wait for the rest of a multi-byte character
@@ -150,6 +147,9 @@ def main(argv=None):
             sys.stdout.flush()
             shown = text
     sys.stdout.write(tokenizer.decode(context)[len(shown):] + "\n")
+    if limit is not None and produced < args.max_new_tokens and len(prompt) + produced >= limit:
+        print(f"note: stopped after {produced} tokens: {model.cfg.position.type} positions stop at {limit - 1}",
+              file=sys.stderr)
 
 
 if __name__ == "__main__":

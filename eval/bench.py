@@ -112,6 +112,31 @@ def bench_eval(model: GPT, device, multiples: list[int], repeats: int) -> list[d
     return rows
 
 
+@torch.inference_mode()
+def bench_generation(model: GPT, device, multiples=(1, 8), new_tokens: int = 64) -> list[dict]:
+    """Decoding tokens/s (batch 1, KV cache) of the last `new_tokens` tokens of a context of m x L."""
+    from model.attention import KVCache
+    L, rows = model.cfg.max_seq_len, []
+    for m in multiples:
+        row = {"multiple": m, "tokens_per_s": None, "note": ""}
+        rows.append(row)
+        if model.position.max_positions is not None and m * L > model.position.max_positions:
+            row["note"] = "n/a (past the learned table)"
+            continue
+        x = torch.randint(0, model.cfg.vocab_size, (1, m * L), device=device)
+        prefill = max(1, m * L - new_tokens)
+        cache = KVCache(model.cfg.n_layers)
+        with autocast(device):
+            model(x[:, :prefill], cache=cache, last_only=True)
+            sync(device)
+            start = time.perf_counter()
+            for i in range(prefill, m * L):
+                model(x[:, i:i + 1], cache=cache, last_only=True)
+            sync(device)
+        row["tokens_per_s"] = (m * L - prefill) / (time.perf_counter() - start)
+    return rows
+
+
 def fmt(value, pattern="{:,.0f}"):
     return "n/a" if value is None else pattern.format(value)
 
@@ -131,6 +156,15 @@ def markdown(results: dict) -> str:
     for r in results["rows"]:
         cells = [e["note"] or f"{fmt(e['tokens_per_s'])} / {fmt(e['peak_mib'])}" for e in r["eval"]]
         lines.append(f"| {r['position']} | " + " | ".join(cells) + " |")
+    generation = results["rows"][0].get("generation") or []
+    if generation:
+        lines += ["", "Generation (batch 1, KV cache): tokens/s decoding the last 64 tokens of a context of "
+                  "each multiple of the training length.", "",
+                  "| encoding | " + " | ".join(f"{g['multiple']}x" for g in generation) + " |",
+                  "|---|" + "---:|" * len(generation)]
+        for r in results["rows"]:
+            lines.append(f"| {r['position']} | " + " | ".join(g["note"] or fmt(g["tokens_per_s"])
+                                                             for g in r["generation"]) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -169,6 +203,7 @@ def main(argv=None):
         model = row.pop("model")
         print(f"bench: {position} evaluation at {args.multiples}x ...", file=sys.stderr)
         row["eval"] = bench_eval(model, device, multiples, args.repeats)
+        row["generation"] = bench_generation(model, device)
         results["rows"].append({"position": position, **row})
         del model
         if device.type == "cuda":

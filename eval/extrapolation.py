@@ -51,7 +51,7 @@ from model.attention import KVCache
 from model.checkpoint import CheckpointError, atomic_write_text, load_model, model_config, read_pointer, read_run_config
 from model.config import ConfigError, from_dict
 from model.device import autocast, pick_device
-from model.rope import DYNAMIC, SCALINGS
+from model.rope import DYNAMIC, SCALINGS, parse_scaling
 
 DEFAULT_LENGTHS = "256,512,1024,2048,4096"
 DEFAULT_MAX_TOKENS = 32768
@@ -95,7 +95,10 @@ def read_run(path: Path, name: str) -> Run:
         data = from_dict(DataConfig, config.get("data") or {}, "data")
     except ConfigError as e:
         raise CheckpointError(f"{path}/config.yaml: {e}") from None
-    scaling = dict(model.position.scaling) if model.position.scaling else None
+    try:
+        scaling = parse_scaling(model.position.scaling)
+    except ValueError as e:
+        raise CheckpointError(f"{path}/config.yaml: model.position.scaling: {e}") from None
     L = model.max_seq_len
     if scaling:
         L = scaling.get("original_max_position_embeddings") or L
@@ -111,7 +114,7 @@ def plan(run: Run, methods: list[str], lengths: list[int], fixed_factors: list[f
                 for n in lengths]
     L = run.train_length
     if run.scaling:
-        kind = run.scaling.get("type", run.scaling.get("rope_type", "none"))
+        kind = run.scaling["type"]
         dynamic = kind in DYNAMIC
         return [Measurement(run, f"{kind} (fine-tuned)", "from-run",
                             max(1.0, n / L) if kind == "dynamic-yarn" else run.scaling.get("factor"), "fine-tuned", n,

@@ -50,7 +50,7 @@ TOKENS_PER_FORWARD = 16384
 def model_variants(run: Run, methods: list[str], length: int) -> list[tuple[str, dict | str | None]]:
     """(scaling label, what load_model gets) for a run evaluated at `length` tokens."""
     if run.scaling:
-        kind = run.scaling.get("type", run.scaling.get("rope_type"))
+        kind = run.scaling["type"]
         return [(f"{kind} (fine-tuned)", "from-run")]
     if run.position != "rope" or run.continued:
         return [("none (fine-tuned)" if run.continued else "none", None)]

@@ -1,10 +1,10 @@
 """Causal grouped-query attention with pluggable position hooks and a KV cache.
 
 Backends, chosen per call, all computing softmax(q k^T * scale + bias + causal mask) v:
-  - SDPA with `is_causal` (flash / memory-efficient kernels) when there is no score bias;
   - FlexAttention with the encoding's `score_mod` on CUDA (ALiBi without a T x T bias in memory);
-  - SDPA with an explicit float mask otherwise (CPU ALiBi, chunked prefill), in query blocks so
-    memory stays O(block x S) at long lengths.
+  - otherwise SDPA, with a score bias folded into q and k (`PositionalEncoding.fold`): `is_causal`
+    (flash / memory-efficient kernels) when queries and keys are the same tokens, a boolean causal
+    mask when queries are the last T of S keys (chunked prefill, decoding).
 """
 from __future__ import annotations
 
@@ -13,21 +13,29 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import ModelConfig
-from .positions import PositionalEncoding
-
-QUERY_BLOCK = 1024  # query rows per block on the explicit-mask path
-
+from .positions import PositionalEncoding, PositionContext
 
 class KVCache:
-    """Keys and values of the tokens seen so far, per layer. Keys are stored BEFORE rotation, so
-    a dynamic RoPE scaling can re-rotate them with the frequencies of the current length."""
+    """Keys and values of the tokens seen so far, per layer, with their absolute positions. Keys are
+    stored rotated, so a decoding step rotates only its own token, except for a dynamic RoPE scaling
+    (`pe.dynamic`), whose keys are stored BEFORE rotation and re-rotated with the frequencies of the
+    current length. `trim(n)` keeps the last n tokens: a sliding window whose positions stay absolute."""
 
     def __init__(self, n_layers: int):
         self.keys: list[torch.Tensor | None] = [None] * n_layers
         self.values: list[torch.Tensor | None] = [None] * n_layers
+        self.positions: torch.Tensor | None = None  # (S,) absolute positions of the cached tokens
 
     def __len__(self) -> int:
-        return 0 if self.keys[0] is None else self.keys[0].shape[-2]
+        return 0 if self.positions is None else len(self.positions)
+
+    def next_position(self) -> int:
+        return 0 if self.positions is None else int(self.positions[-1]) + 1
+
+    def extend(self, positions: torch.Tensor) -> torch.Tensor:
+        """Add the positions of the tokens of this forward pass (once, before the layers); returns all."""
+        self.positions = positions if self.positions is None else torch.cat([self.positions, positions])
+        return self.positions
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         if self.keys[layer] is not None:
@@ -35,6 +43,12 @@ class KVCache:
             v = torch.cat([self.values[layer], v], dim=-2)
         self.keys[layer], self.values[layer] = k, v
         return k, v
+
+    def trim(self, n: int) -> None:
+        if len(self) > n:
+            self.keys = [k[..., -n:, :] for k in self.keys]
+            self.values = [v[..., -n:, :] for v in self.values]
+            self.positions = self.positions[-n:]
 
 
 _flex_attention = None
@@ -77,32 +91,34 @@ class Attention(nn.Module):
         self.dropout = cfg.dropout
         self.use_flex = False  # set by GPT.use_flex_attention for encodings with a score_mod on CUDA
 
-    def forward(self, x, q_pos, k_pos, pe: PositionalEncoding, cache: KVCache | None = None):
+    def forward(self, x, ctx: PositionContext, pe: PositionalEncoding, cache: KVCache | None = None):
         B, T, _ = x.shape
         q = self.q_proj(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)     # (B, nh, T, hs)
         k = self.k_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, nkv, T, hs)
         v = self.v_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        if cache is not None:
-            k, v = cache.update(self.layer, k, v)  # (B, nkv, S, hs), S = cached + T
-        q, k = pe.rotate(q, k, q_pos, k_pos)
-        y = self.attend(q, k, v, q_pos, k_pos, pe)  # (B, nh, T, hs)
+        if cache is not None and pe.dynamic:
+            k, v = cache.update(self.layer, k, v)  # (B, nkv, S, hs) before rotation, S = cached + T
+            q, k = pe.rotate(q, k, ctx)
+        else:
+            q, k = pe.rotate(q, k, ctx)
+            if cache is not None:
+                k, v = cache.update(self.layer, k, v)
+        y = self.attend(q, k, v, ctx, pe)  # (B, nh, T, hs)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, -1))
 
-    def attend(self, q, k, v, q_pos, k_pos, pe):
-        T, S = q.shape[-2], k.shape[-2]
+    def attend(self, q, k, v, ctx: PositionContext, pe: PositionalEncoding):
+        T, S, hs = q.shape[-2], k.shape[-2], v.shape[-1]
         gqa = self.n_kv_heads != self.n_heads
         dropout = self.dropout if self.training else 0.0
+        scale = self.head_dim ** -0.5
         score_mod = pe.score_mod()
-        if score_mod is None and T == S:
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout, enable_gqa=gqa)
         if self.use_flex and score_mod is not None and dropout == 0.0:
-            return flex_attention(q, k, v, score_mod, scale=self.head_dim ** -0.5)
-        out = []
-        for i in range(0, T, QUERY_BLOCK):  # bound the (H, block, S) mask and scores at long lengths
-            qp = q_pos[i:i + QUERY_BLOCK]
-            mask = torch.zeros(len(qp), S, device=q.device).masked_fill_(k_pos[None, :] > qp[:, None], float("-inf"))
-            bias = pe.score_bias(qp, k_pos)
-            mask = (mask if bias is None else mask + bias).to(q.dtype)  # (T, S) or (H, T, S)
-            out.append(F.scaled_dot_product_attention(q[:, :, i:i + QUERY_BLOCK], k, v, attn_mask=mask,
-                                                      dropout_p=dropout, enable_gqa=gqa))
-        return torch.cat(out, dim=2)
+            return flex_attention(q, k, v, score_mod, scale=scale)
+        dtype = q.dtype
+        q, k = pe.fold(q, k, ctx, scale)  # ALiBi: its bias as one more dimension of q and k
+        if k.shape[-1] != hs:
+            v = F.pad(v.to(k.dtype), (0, k.shape[-1] - hs))  # SDPA wants one head size; the pad is cut below
+        mask = None if T == S else ctx.k_pos[None, :] <= ctx.q_pos[:, None]  # (T, S): queries are the last T
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, dropout_p=dropout,
+                                           scale=scale, enable_gqa=gqa)
+        return y[..., :hs].to(dtype)

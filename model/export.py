@@ -36,17 +36,18 @@ from safetensors.torch import save_file
 from .checkpoint import CheckpointError, atomic_write, atomic_write_text, load_model, model_config, write_error
 from .config import ArgumentParser, ModelConfig
 from .gpt import GPT
+from .rope import parse_scaling
 
 
 class ExportError(ValueError):
     """A run that a transformers Llama cannot represent; one-line message."""
 
 
-EXPORTABLE_SCALINGS = ("none", "linear", "ntk", "dynamic", "yarn")
+EXPORTABLE_SCALINGS = ("none", "linear", "ntk", "dynamic", "yarn", "llama3")
 
 
 def scaling_kind(scaling: dict | None) -> str:
-    return scaling.get("type", scaling.get("rope_type", "none")) if scaling else "none"
+    return (parse_scaling(scaling) or {}).get("type", "none")
 
 
 def check_exportable(cfg: ModelConfig) -> None:
@@ -78,11 +79,14 @@ def rope_settings(cfg: ModelConfig, scaling: dict) -> tuple[dict, dict | None, i
     if kind == "ntk":
         # Static NTK is plain RoPE with a larger base and needs no scaling entry.
         return {"rope_type": "default", "rope_theta": theta * factor ** (d / (d - 2))}, None, round(original * factor)
-    if kind not in ("linear", "dynamic", "yarn"):
+    if kind not in ("linear", "dynamic", "yarn", "llama3"):
         raise ExportError(f"RoPE scaling {kind!r} has no transformers equivalent")
     legacy = {"type": kind, "rope_type": kind, "factor": factor}
     if kind == "yarn":
         legacy.update({k: scaling[k] for k in ("beta_fast", "beta_slow") if scaling.get(k) is not None})
+    if kind == "llama3":  # transformers requires both factors and the original length
+        legacy.update(low_freq_factor=scaling.get("low_freq_factor") or 1.0,
+                      high_freq_factor=scaling.get("high_freq_factor") or 4.0, original_max_position_embeddings=original)
     params = {"rope_theta": theta, **{k: v for k, v in legacy.items() if k != "type"}}
     if kind == "yarn":  # linear would warn about it as an unknown key, dynamic has no use for it
         params["original_max_position_embeddings"] = original

@@ -45,8 +45,8 @@ class Block(nn.Module):
         self.mlp = SwiGLU(cfg)
         self.dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, q_pos, k_pos, pe, cache=None):
-        x = x + self.dropout(self.attn(self.attn_norm(x), q_pos, k_pos, pe, cache))
+    def forward(self, x, ctx, pe, cache=None):
+        x = x + self.dropout(self.attn(self.attn_norm(x), ctx, pe, cache))
         return x + self.dropout(self.mlp(self.mlp_norm(x)))
 
 
@@ -82,23 +82,27 @@ class GPT(nn.Module):
     def forward(self, idx, targets=None, positions=None, cache: KVCache | None = None, last_only=False):
         """idx (B, T) token ids -> logits (B, T, vocab) [or (B, 1, vocab) with last_only], loss.
 
-        positions (T,) default to offset + arange(T), offset = tokens already in the cache.
+        positions (T,) default to the next positions after the cache (0, 1, ... without one). The
+        cache may be a sliding window (KVCache.trim): its positions stay absolute.
         """
         B, T = idx.shape
-        offset = len(cache) if cache is not None else 0
+        start = cache.next_position() if cache is not None else 0
         if positions is None:
-            positions = torch.arange(offset, offset + T, device=idx.device)
-            end = offset + T
+            positions = torch.arange(start, start + T, device=idx.device)
+            end = start + T
         else:
             end = int(positions.max()) + 1
         limit = self.position.max_positions
         if limit is not None and end > limit:
             raise PositionError(f"{self.cfg.position.type} positions stop at {limit - 1}; "
                                 f"this input needs position {end - 1}")
-        k_pos = positions if offset == 0 else torch.arange(offset + T, device=idx.device)
+        k_pos = positions if cache is None else cache.extend(positions)
+        # keys rotated in attention: all of them, or only the new ones where the cache holds rotated keys
+        rot_pos = k_pos if self.position.dynamic else positions
+        ctx = self.position.context(positions, k_pos, rot_pos, end)  # once per forward, shared by the layers
         x = self.position.embed(self.embed(idx) * self.embed_scale, positions)  # (B, T, C)
         for block in self.blocks:
-            x = block(x, positions, k_pos, self.position, cache)
+            x = block(x, ctx, self.position, cache)
         x = self.norm(x)
         if last_only:
             x = x[:, -1:]

@@ -2,10 +2,13 @@
 
 A scheme may act at three points, each a no-op by default, so the model never branches on the name:
   1. `embed(x, positions)`: on the token embeddings (learned, sinusoidal);
-  2. `rotate(q, k, q_pos, k_pos)`: on queries and keys inside attention (rope);
-  3. `score_bias(q_pos, k_pos)` / `score_mod()`: on the attention scores (alibi).
-Positions are explicit integer tensors, so a KV cache, sliding-window evaluation and
-interpolation all use the same code path.
+  2. `rotate(q, k, ctx)`: on queries and keys inside attention (rope);
+  3. on the attention scores (alibi): `score_bias(q_pos, k_pos)` is the definition, `score_mod()`
+     the same bias for FlexAttention, and `fold(q, k, ctx)` the same scores without a T x S mask
+     (an extra dimension of q and k, see Alibi).
+Work that does not depend on the layer (RoPE's cos/sin, the frequencies of a dynamic scaling) is
+done once per forward in `context(q_pos, k_pos, rot_pos, length)` and shared by every layer. Positions are explicit
+integer tensors, so a KV cache, sliding-window evaluation and interpolation all use one code path.
 
 Embedding scale, the one rule for additive encodings: tokens enter the network as
 embed(idx) * sqrt(d), with RMS init_std * sqrt(d) at init (`token_rms`), and an additive encoding
@@ -19,12 +22,13 @@ unscaled 0.03 (issue 8).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 
 from .config import ModelConfig
-from .rope import DYNAMIC, apply_rope, rope_angles, rope_frequencies
+from .rope import DYNAMIC, apply_rope, parse_scaling, rope_angles, rope_frequencies
 
 ENCODINGS: dict[str, type[PositionalEncoding]] = {}
 
@@ -46,9 +50,21 @@ class PositionError(ValueError):
     """A position the encoding cannot represent (learned, past its table)."""
 
 
+@dataclass
+class PositionContext:
+    """What every layer of one forward pass shares: query and key positions, and for RoPE the cos
+    and sin of the queries and of the keys that get rotated (all keys, or only the new ones when a
+    static RoPE caches rotated keys)."""
+    q_pos: torch.Tensor  # (T,)
+    k_pos: torch.Tensor  # (S,) every key attended over
+    q_angles: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin (T, d/2)
+    k_angles: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin of the keys being rotated
+
+
 class PositionalEncoding(nn.Module):
     name = "base"
     max_positions: int | None = None  # None: any position works (quality aside)
+    dynamic = False  # True: keys are cached before rotation, re-rotated at each length
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -56,7 +72,12 @@ class PositionalEncoding(nn.Module):
     def embed(self, x, positions):
         return x
 
-    def rotate(self, q, k, q_pos, k_pos):
+    def context(self, q_pos, k_pos, rot_pos, length: int) -> PositionContext:
+        """Per-forward work shared by the layers; rot_pos are the positions of the keys rotate() gets,
+        length the current sequence length (the last position + 1)."""
+        return PositionContext(q_pos, k_pos)
+
+    def rotate(self, q, k, ctx: PositionContext):
         return q, k
 
     def score_bias(self, q_pos, k_pos):
@@ -66,6 +87,10 @@ class PositionalEncoding(nn.Module):
     def score_mod(self):
         """The bias as a FlexAttention score_mod(score, b, h, q_idx, kv_idx), or None."""
         return None
+
+    def fold(self, q, k, ctx: PositionContext, scale: float):
+        """q, k such that q.k * scale = the scores plus score_bias up to a constant per query row."""
+        return q, k
 
 
 @register("nope")
@@ -116,7 +141,7 @@ class Rope(PositionalEncoding):
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         self.head_dim, self.theta = cfg.head_dim, cfg.position.theta
-        self.scaling = dict(cfg.position.scaling or {})
+        self.scaling = parse_scaling(cfg.position.scaling) or {}
         if self.scaling:
             self.scaling.setdefault("original_max_position_embeddings", cfg.max_seq_len)
         self.dynamic = self.scaling.get("type") in DYNAMIC
@@ -124,17 +149,17 @@ class Rope(PositionalEncoding):
         # Not persistent: scaling is chosen at load time and never baked into a checkpoint.
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
-    def rotate(self, q, k, q_pos, k_pos):
+    def context(self, q_pos, k_pos, rot_pos, length):
         inv_freq, factor = self.inv_freq, self.attention_factor
         if self.dynamic:  # frequencies depend on the current length: recompute, never mutate buffers
-            inv_freq, factor = rope_frequencies(self.head_dim, self.theta, self.scaling, seq_len=k.shape[-2])
-            inv_freq = inv_freq.to(q.device)
-        k_cos, k_sin = rope_angles(k_pos, inv_freq, factor)
-        if q_pos is k_pos:
-            q_cos, q_sin = k_cos, k_sin
-        else:
-            q_cos, q_sin = rope_angles(q_pos, inv_freq, factor)
-        return apply_rope(q, q_cos, q_sin), apply_rope(k, k_cos, k_sin)
+            inv_freq, factor = rope_frequencies(self.head_dim, self.theta, self.scaling, seq_len=length,
+                                                device=q_pos.device)
+        k_angles = rope_angles(rot_pos, inv_freq, factor)
+        q_angles = k_angles if rot_pos is q_pos else rope_angles(q_pos, inv_freq, factor)
+        return PositionContext(q_pos, k_pos, q_angles, k_angles)
+
+    def rotate(self, q, k, ctx):
+        return apply_rope(q, *ctx.q_angles), apply_rope(k, *ctx.k_angles)
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -155,7 +180,14 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
 
 @register("alibi")
 class Alibi(PositionalEncoding):
-    """Linear bias -slope_h * (q_pos - k_pos) on the attention scores, one slope per head."""
+    """Linear bias -slope_h * (q_pos - k_pos) on the attention scores, one slope per head.
+
+    Without FlexAttention the bias is folded into q and k instead of a (heads, T, S) mask: softmax
+    ignores a constant per query row, so -slope_h * (i - j) may be replaced by slope_h * j, which is
+    the product of one extra query dimension (slope_h / scale) and one extra key dimension (j). The
+    causal kernel then runs as for the other encodings, memory linear in the length. In float32
+    the large products cost about 1e-4 of absolute precision in the scores at 8k tokens.
+    """
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
@@ -171,6 +203,13 @@ class Alibi(PositionalEncoding):
         def alibi(score, b, h, q_idx, kv_idx):
             return score - slopes[h] * (q_idx - kv_idx)
         return alibi
+
+    def fold(self, q, k, ctx, scale):
+        B, H, T, _ = q.shape
+        dtype = torch.promote_types(q.dtype, torch.float32)  # bf16 could not hold slope x position
+        q_extra = (self.slopes / scale).to(dtype).view(1, H, 1, 1).expand(B, H, T, 1)
+        k_extra = ctx.k_pos.to(dtype).view(1, 1, -1, 1).expand(B, k.shape[1], -1, 1)
+        return torch.cat([q.to(dtype), q_extra], dim=-1), torch.cat([k.to(dtype), k_extra], dim=-1)
 
 
 def build_position(cfg: ModelConfig) -> PositionalEncoding:

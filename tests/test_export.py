@@ -99,7 +99,7 @@ def test_rope_model_matches_transformers(rope_export, corpus):
     check_same_model(*rope_export, corpus[2], 64)
 
 
-@pytest.mark.parametrize("kind", ["yarn", "linear"])
+@pytest.mark.parametrize("kind", ["yarn", "linear", "llama3"])
 def test_context_extended_model_matches_transformers(kind, corpus, tmp_path):
     scaling = {"type": kind, "factor": 4.0, "original_max_position_embeddings": L}
     run_dir = make_run(tmp_path, corpus[0], kind, max_seq_len=4 * L, scaling=scaling)

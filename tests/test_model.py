@@ -16,7 +16,8 @@ ALL = sorted(ENCODINGS)
 def tiny(position="rope", **kw):
     scaling = kw.pop("scaling", None)
     kw.setdefault("n_layers", 2)
-    cfg = ModelConfig(vocab_size=97, d_model=32, n_heads=4, n_kv_heads=2, max_seq_len=64,
+    kw.setdefault("max_seq_len", 64)
+    cfg = ModelConfig(vocab_size=97, d_model=32, n_heads=4, n_kv_heads=2,
                       position=PositionConfig(type=position, scaling=scaling), **kw)
     torch.manual_seed(0)
     return GPT(cfg).eval()
@@ -59,7 +60,7 @@ def test_alibi_equals_hand_built_bias():
     torch.manual_seed(1)
     x = torch.randn(2, T, 32)
     pos = torch.arange(T)
-    got = attn(x, pos, pos, model.position)
+    got = attn(x, model.position.context(pos, pos, pos, T), model.position)
     q = attn.q_proj(x).view(2, T, 4, 8).transpose(1, 2)
     k = attn.k_proj(x).view(2, T, 2, 8).transpose(1, 2).repeat_interleave(2, dim=1)
     v = attn.v_proj(x).view(2, T, 2, 8).transpose(1, 2).repeat_interleave(2, dim=1)
@@ -73,7 +74,7 @@ def test_alibi_equals_hand_built_bias():
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
-@torch.no_grad()  # FlexAttention has no CPU backward; on CUDA the benchmark compares the paths
+@torch.no_grad()  # FlexAttention has no CPU backward
 def test_flex_attention_equals_mask_path():
     model = tiny("alibi")
     idx = torch.randint(0, 97, (2, 48))
@@ -83,34 +84,59 @@ def test_flex_attention_equals_mask_path():
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
-def test_blocked_mask_path_equals_single_block(monkeypatch):
-    import model.attention as attention
-    model = tiny("alibi")
-    idx = torch.randint(0, 97, (1, 60))
-    want, _ = model(idx)
-    monkeypatch.setattr(attention, "QUERY_BLOCK", 16)
-    got, _ = model(idx)
-    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+@pytest.mark.parametrize("T", [64, 4096])
+def test_folded_alibi_equals_the_explicit_bias(T):
+    """ALiBi's bias folded into q and k gives the scores of the bias added to them, also at 4k tokens
+    where the folded products are large."""
+    model = tiny("alibi", n_layers=1)
+    attn, pe = model.blocks[0].attn, model.position
+    torch.manual_seed(2)
+    q, k, v = torch.randn(1, 4, T, 8), torch.randn(1, 2, T, 8), torch.randn(1, 2, T, 8)
+    pos = torch.arange(T)
+    got = attn.attend(q, k, v, pe.context(pos, pos, pos, T), pe)
+    mask = torch.zeros(T, T).masked_fill_(pos[None, :] > pos[:, None], float("-inf")) + pe.score_bias(pos, pos)
+    want = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    torch.testing.assert_close(got, want, atol=2e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("position", ALL + ["rope-yarn"])
-def test_kv_cache_decoding_equals_full_forward(position):
-    scaling = None
+def test_kv_cache_decoding_past_the_training_length_equals_full_forward(position):
+    # L = 16 here, decoded to 40 tokens (learned: within its table). Dynamic scalings: the next test.
+    scaling, L, n = None, 16, 40
     if position == "rope-yarn":
-        position, scaling = "rope", {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 16}
-    model = tiny(position, scaling=scaling)
-    idx = torch.randint(0, 97, (2, 40))
+        position, scaling = "rope", {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": L}
+    if position == "learned":
+        L = 64
+    model = tiny(position, scaling=scaling, max_seq_len=L)
+    idx = torch.randint(0, 97, (2, n))
     full, _ = model(idx)
     cache = KVCache(model.cfg.n_layers)
     steps = [model(idx[:, :9], cache=cache)[0]]
-    steps += [model(idx[:, i:i + 1], cache=cache)[0] for i in range(9, 40)]
+    steps += [model(idx[:, i:i + 1], cache=cache)[0] for i in range(9, n)]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("position", ["rope", "alibi", "nope", "sinusoidal"])
+def test_sliding_kv_cache_equals_a_forward_over_the_window_at_absolute_positions(position):
+    # One layer: with more, cached keys of later layers also carry what their tokens saw of
+    # tokens that have left the window (as in any rolling KV cache).
+    model = tiny(position, max_seq_len=16, n_layers=1)
+    idx = torch.randint(0, 97, (1, 40))
+    window, cache = 12, KVCache(model.cfg.n_layers)
+    model(idx[:, :window], cache=cache)
+    for i in range(window, 40):
+        cache.trim(window - 1)
+        step, _ = model(idx[:, i:i + 1], cache=cache)
+        want, _ = model(idx[:, i - window + 1:i + 1], positions=torch.arange(i - window + 1, i + 1))
+        torch.testing.assert_close(step[0, -1], want[0, -1], atol=1e-5, rtol=1e-5)
+    assert cache.positions.tolist() == list(range(40 - window, 40))
 
 
 @pytest.mark.parametrize("kind", ["dynamic", "dynamic-yarn"])
 def test_kv_cache_re_rotates_keys_for_dynamic_scaling(kind):
     # Frequencies change with the length, so the cache holds keys before rotation: every decoding
-    # step must equal a full forward over the prefix (one layer, so no earlier outputs are reused).
+    # step past L = 16 must equal a full forward over the prefix (one layer, so no earlier outputs
+    # computed at a shorter length are reused).
     model = tiny("rope", n_layers=1, scaling={"type": kind, "factor": 2.0, "original_max_position_embeddings": 16})
     idx = torch.randint(0, 97, (1, 40))
     cache = KVCache(1)

@@ -15,7 +15,8 @@ import torch
 from model.config import ModelConfig, PositionConfig
 from model.gpt import GPT
 from model.positions import Rope
-from model.rope import DYNAMIC, SCALINGS, apply_rope, rope_angles, rope_frequencies, yarn_correction_range
+from model.rope import (DYNAMIC, SCALINGS, apply_rope, parse_scaling, rope_angles, rope_frequencies,
+                        yarn_correction_range)
 
 HEAD_DIMS = (16, 32, 64, 128)
 THETAS = (10000.0, 500000.0)
@@ -34,15 +35,17 @@ def plain(d, theta=10000.0):
 # ---------------------------------------------------------------- oracle: transformers
 
 
-def hf_config(kind, d, theta, L, factor):
+def hf_config(kind, d, theta, L, factor, low_freq_factor=1.0, high_freq_factor=4.0):
     """A Llama config whose RoPE is `kind`. transformers' dynamic NTK reads the original length from
     `max_position_embeddings`, while linear ignores it and yarn reads `original_max_position_embeddings`."""
     from transformers import LlamaConfig
     params = {"rope_type": kind, "rope_theta": theta}
     if kind != "default":
         params["factor"] = factor
-    if kind == "yarn":
+    if kind in ("yarn", "llama3"):
         params["original_max_position_embeddings"] = L
+    if kind == "llama3":
+        params.update(low_freq_factor=low_freq_factor, high_freq_factor=high_freq_factor)
     return LlamaConfig(hidden_size=2 * d, num_attention_heads=2, num_key_value_heads=2, head_dim=d,
                        max_position_embeddings=L, rope_parameters=params)
 
@@ -57,6 +60,16 @@ def assert_matches_hf(ours, ref):
     assert inv.dtype == ref_inv.dtype == torch.float32 and inv.shape == ref_inv.shape
     torch.testing.assert_close(inv, ref_inv, rtol=1e-6, atol=0)
     assert factor == pytest.approx(ref_factor, rel=1e-12)
+
+
+def test_llama3_matches_transformers_over_grid():
+    pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    for d, theta, L, s in itertools.product(HEAD_DIMS, THETAS, LENGTHS, FACTORS):
+        for low, high in ((1.0, 4.0), (2.0, 8.0)):
+            ours = rope_frequencies(d, theta, scaling("llama3", s, L, low_freq_factor=low, high_freq_factor=high))
+            ref = ROPE_INIT_FUNCTIONS["llama3"](hf_config("llama3", d, theta, L, s, low, high), None)
+            assert_matches_hf(ours, ref)
 
 
 @pytest.mark.parametrize("kind", ["linear", "yarn", "dynamic"])
@@ -115,7 +128,8 @@ def test_rope_module_rotates_like_transformers(kind):
     torch.manual_seed(0)
     q, k = torch.randn(1, 2, T, d), torch.randn(1, 2, T, d)  # (B, nh, T, hs)
     positions = torch.arange(T)
-    q_ours, k_ours = Rope(cfg).rotate(q, k, positions, positions)
+    rope = Rope(cfg)
+    q_ours, k_ours = rope.rotate(q, k, rope.context(positions, positions, positions, T))
 
     def half_split(x):
         return torch.cat((x[..., 0::2], x[..., 1::2]), dim=-1)
@@ -261,3 +275,41 @@ def test_apply_rope_rotates_interleaved_pairs():
     expected = torch.zeros(1, 8)
     expected[0, 2], expected[0, 3] = math.cos(angle), math.sin(angle)
     torch.testing.assert_close(out, expected)
+
+
+# ---------------------------------------------------------------- one rule for a scaling mapping
+
+
+def test_rope_type_is_the_same_key_as_type():
+    assert parse_scaling({"rope_type": "yarn", "factor": 4}) == {"type": "yarn", "factor": 4}
+    (a, fa), (b, fb) = (rope_frequencies(32, 1e4, scaling("yarn", 4, 256)),
+                        rope_frequencies(32, 1e4, {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 256}))
+    assert torch.equal(a, b) and fa == fb
+    with pytest.raises(ValueError, match="type 'yarn' and rope_type 'linear'"):
+        parse_scaling({"type": "yarn", "rope_type": "linear"})
+
+
+@pytest.mark.parametrize("bad, named", [
+    ({"type": "yarn", "factr": 4}, "'factr'"),
+    ({"type": "linear", "factor": 4, "beta_fast": 32}, "'beta_fast'"),  # a key of another method
+    ({"type": "llama3", "factor": 4, "beta_slow": 1}, "'beta_slow'"),
+    ({"type": "rotary"}, "'rotary'"),
+    ({"type": "yarn", "factor": 0.5}, "factor must be >= 1"),
+    ({"type": "yarn", "factor": "four"}, "'factor' must be a number"),
+    ({"type": "yarn", "factor": 4, "beta_fast": 1, "beta_slow": 2}, "beta_fast must be above beta_slow"),
+    ({"type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 1}, "high_freq_factor"),
+    ({"type": "ntk", "factor": 2, "original_max_position_embeddings": -1}, "'original_max_position_embeddings'"),
+    ("yarn", "a mapping"),
+])
+def test_a_bad_scaling_is_one_error_naming_the_key(bad, named):
+    with pytest.raises(ValueError, match=named):
+        parse_scaling(bad)
+
+
+def test_every_method_takes_its_own_keys():
+    for name, method in SCALINGS.items():
+        values = {"beta_fast": 64.0, "beta_slow": 2.0, "attention_factor": 1.2, "low_freq_factor": 1.0,
+                  "high_freq_factor": 8.0}
+        extra = {k: values[k] for k in method.keys}
+        assert parse_scaling({"type": name, "factor": 2, "original_max_position_embeddings": 64, **extra})["type"] == name
+    assert rope_frequencies(32, 1e4, scaling("yarn", 4, 256, attention_factor=1.5))[1] == 1.5

@@ -101,10 +101,17 @@ def test_generate_cli_is_reproducible_and_handles_long_prompts(tiny_args, tmp_pa
     assert a.returncode == 0, a.stderr
     assert a.stdout == b.stdout and a.stdout.startswith("KING:") and len(a.stdout) > 20
     assert c.stdout != a.stdout
-    long = cli("generate.py", run, "--prompt", "To be or not to be. " * 100, "--max-new-tokens", "100",
-               "--temperature", "0")
-    assert long.returncode == 0, long.stderr
-    assert long.stderr.count("\n") == 1 and "keeping its last 63" in long.stderr
+    # RoPE attends over the whole prompt and what follows, far past L = 64; with a sliding cache of
+    # 32 tokens the same sampled continuation changes.
+    prompt = ["--prompt", "To be or not to be. " * 40, "--max-new-tokens", "100", "--temperature", "1", "--seed", "1"]
+    long = cli("generate.py", run, *prompt)
+    window = cli("generate.py", run, *prompt, "--max-context", "32")
+    assert long.returncode == window.returncode == 0 and not long.stderr, long.stderr
+    assert long.stdout != window.stdout
+    train.main(tiny_args + ["run.name=learned", "model.position.type=learned"])
+    learned = cli("generate.py", str(tmp_path / "learned"), *prompt)
+    assert learned.returncode == 0, learned.stderr
+    assert "keeping its last 63" in learned.stderr and "positions stop at 63" in learned.stderr
 
 
 @pytest.mark.parametrize("args, message", [

@@ -78,9 +78,11 @@ def check_options(args) -> None:
         raise ConfigError(f"--top-k must be >= 1, got {args.top_k}")
     if args.top_p is not None and not 0 < args.top_p <= 1:
         raise ConfigError(f"--top-p must be in (0, 1], got {args.top_p}")
+    if args.max_context is not None and args.max_context < 2:
+        raise ConfigError(f"--max-context must be >= 2 (tokens kept in the KV cache), got {args.max_context}")
 
 
-def parse_scaling(text: str) -> dict | None | str:
+def scaling_option(text: str) -> dict | None | str:
     """--rope-scaling: a YAML mapping, 'none', or 'from-run' (the run's own)."""
     if text == "from-run":
         return text
@@ -114,7 +116,7 @@ def main(argv=None):
     from data import Tokenizer
     try:
         check_options(args)
-        scaling = parse_scaling(args.rope_scaling)
+        scaling = scaling_option(args.rope_scaling)
         device = pick_device(args.device, "--device")
         try:
             model = load_model(args.run_dir, scaling=scaling, device=device)

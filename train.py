@@ -114,6 +114,7 @@ def resolve(cfg: Config) -> Config:
     elif cfg.model.vocab_size != cfg.data.vocab_size:
         raise ConfigError(f"model.vocab_size ({cfg.model.vocab_size}) differs from data.vocab_size "
                           f"({cfg.data.vocab_size}); set data.vocab_size only")
+    cfg.model.validate()  # names a bad scaling key before asking for the original length
     scaling = cfg.model.position.scaling
     if scaling is not None and "original_max_position_embeddings" not in scaling:
         if cfg.train.init_from is None:
@@ -124,7 +125,6 @@ def resolve(cfg: Config) -> Config:
         except CheckpointError as e:
             raise ConfigError(f"train.init_from: {e}") from None
         cfg.model.position.scaling = {**scaling, "original_max_position_embeddings": base}
-    cfg.model.validate()
     return cfg
 
 

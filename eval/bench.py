@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from model.config import ConfigError, load_config
+from model.config import ArgumentParser, ConfigError, load_config
 from model.gpt import GPT, flops_per_token
 from model.positions import ENCODINGS
 from eval.memory import PeakMemory
@@ -169,7 +169,7 @@ def markdown(results: dict) -> str:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True)
     parser.add_argument("--positions", default=",".join(sorted(ENCODINGS)))
     parser.add_argument("--multiples", default="1,2,4,8,16,32", help="evaluation lengths as multiples of max_seq_len")
@@ -186,10 +186,10 @@ def main(argv=None):
             raise ConfigError(f"unknown encoding {unknown[0]!r}; choose one of {', '.join(sorted(ENCODINGS))}")
         multiples = [int(m) for m in args.multiples.split(",")]
         base = resolve(load_config(Config, args.config, args.overrides))
+        device = pick_device(base.run.device, "run.device")
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    device = pick_device(base.run.device)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True

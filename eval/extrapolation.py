@@ -49,7 +49,7 @@ from eval.memory import PeakMemory
 from eval.results import curve_label, format_ppl, markdown
 from model.attention import KVCache
 from model.checkpoint import CheckpointError, atomic_write_text, load_model, model_config, read_pointer, read_run_config
-from model.config import ConfigError, from_dict
+from model.config import ArgumentParser, ConfigError, from_dict
 from model.device import autocast, pick_device
 from model.rope import DYNAMIC, SCALINGS, parse_scaling
 
@@ -285,7 +285,7 @@ def parse_scalings(text: str) -> list[str]:
     names = [x.strip() for x in text.split(",") if x.strip()]
     unknown = [x for x in names if x not in SCALINGS]
     if unknown or not names:
-        raise EvalError(f"unknown RoPE scaling {unknown[0] if unknown else text!r}; "
+        raise EvalError(f"--scaling takes method names; unknown: {', '.join(map(repr, unknown)) if unknown else repr(text)}; "
                         f"choose from {', '.join(SCALINGS)}")
     return list(dict.fromkeys(names))
 
@@ -311,7 +311,7 @@ def read_runs(paths: list[Path]) -> list[Run]:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path, help="run directories")
     parser.add_argument("--lengths", default=DEFAULT_LENGTHS, help=f"evaluation lengths (default {DEFAULT_LENGTHS})")
     parser.add_argument("--scaling", default=",".join(SCALINGS),
@@ -345,7 +345,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             raise EvalError(f"--out {args.out} is a file, not a folder")
         runs = read_runs(args.runs)
         measurements = [m for run in runs for m in plan(run, methods, lengths, fixed_factors)]
-        evaluator = Evaluator(args.split, args.stride, args.max_tokens, args.batch_size, pick_device(args.device),
+        evaluator = Evaluator(args.split, args.stride, args.max_tokens, args.batch_size, pick_device(args.device, "--device"),
                               args.decode_chunk)
         args.out.mkdir(parents=True, exist_ok=True)
         bar = tqdm(measurements, unit="measurement", dynamic_ncols=True)

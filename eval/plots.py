@@ -11,7 +11,6 @@ loss_vs_position.png  at the longest length, each run's loss by position bucket 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -24,6 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
 from eval.results import curves, relative_to_nope  # noqa: E402
+from model.config import ArgumentParser  # noqa: E402
 
 
 def style(i: int) -> dict:
@@ -125,7 +125,7 @@ def plot_results(rows: list[dict], out_dir: str | Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Re-draw the plots of an eval.extrapolation results.json.")
+    parser = ArgumentParser(description="Re-draw the plots of an eval.extrapolation results.json.")
     parser.add_argument("results", type=Path, help="results.json written by python -m eval.extrapolation")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: beside results.json)")
     args = parser.parse_args(argv)
@@ -133,13 +133,13 @@ def main(argv: list[str] | None = None) -> None:
         rows = json.loads(args.results.read_text())
     except FileNotFoundError:
         print(f"error: {args.results} not found", file=sys.stderr)
-        sys.exit(1)
+        sys.exit(2)
     except json.JSONDecodeError as e:
         print(f"error: {args.results} is not valid JSON ({e.msg} at line {e.lineno})", file=sys.stderr)
-        sys.exit(1)
+        sys.exit(2)
     if not isinstance(rows, list) or not all(isinstance(r, dict) and "ppl" in r for r in rows):
         print(f"error: {args.results} is not an eval.extrapolation results.json (a list of rows)", file=sys.stderr)
-        sys.exit(1)
+        sys.exit(2)
     for path in plot_results(rows, args.out or args.results.parent):
         print(f"wrote {path}")
 

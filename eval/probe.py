@@ -37,7 +37,7 @@ from tqdm import tqdm
 from data import TokenData, Tokenizer, prepare
 from eval.extrapolation import EvalError, Run, parse_scalings, read_runs
 from model.checkpoint import CheckpointError, atomic_write_text, load_model
-from model.config import ConfigError
+from model.config import ArgumentParser, ConfigError
 from model.device import autocast, pick_device
 from model.rope import DYNAMIC
 
@@ -271,7 +271,7 @@ def parse_multiples(text: str) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path, help="run directories")
     parser.add_argument("--multiples", default=DEFAULT_MULTIPLES,
                         help=f"copy distances as multiples of each run's L (default {DEFAULT_MULTIPLES})")
@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         if args.out.exists() and not args.out.is_dir():
             raise EvalError(f"--out {args.out} is a file, not a folder")
         runs = read_runs(args.runs)
-        device = pick_device(args.device)
+        device = pick_device(args.device, "--device")
         args.out.mkdir(parents=True, exist_ok=True)
         for run in tqdm(runs, unit="run", dynamic_ncols=True):
             rows += probe_run(run, methods, multiples, args.span, args.samples, args.passkey_samples, args.seed, device)

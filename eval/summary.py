@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from model.checkpoint import CheckpointError, read_run_config
+from model.config import ArgumentParser
 
 
 def summarize(run_dir: Path) -> dict:
@@ -41,7 +42,7 @@ def markdown(summaries: list[dict]) -> str:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, help="also write the table to this file")
     args = parser.parse_args(argv)

@@ -2,7 +2,7 @@
 or option, and no traceback; it does so before preparing data or training anything.
 
 The table is (id, argv, expected substring). argv[0] picks the command (train.py, generate.py,
-data.prepare, model.export) and these placeholders are filled in: {run} a trained tiny run, {runs}
+data.prepare, model.export, eval.*) and these placeholders are filled in: {run} a trained tiny run, {runs}
 its out_dir, {tmp} an empty directory, {file} an existing plain file. Cases run in-process (fast);
 the ones in SUBPROCESS also run as real subprocesses, to prove the command-line path.
 """
@@ -16,6 +16,7 @@ import pytest
 import generate
 import model.export
 import train
+from eval import bench, extrapolation, plots, probe, summary
 
 ROOT = Path(__file__).resolve().parents[1]
 # The tiny_args overrides of conftest.py, so a case that wrongly passed validation would stay small.
@@ -25,6 +26,7 @@ TINY = ["data.vocab_size=512", "model.d_model=32", "model.n_layers=2", "model.ma
 TRAIN = ["train.py", "--config", str(ROOT / "configs/tiny.yaml"), "run.out_dir={tmp}", *TINY]
 RESUME = TRAIN + ["run.out_dir={runs}", "run.name=gen", "--resume"]
 GEN = ["generate.py", "{run}", "--max-new-tokens", "3"]
+EVAL = ["eval.extrapolation", "{run}", "--out", "{tmp}/out"]
 PREPARE = ["data.prepare", "--config", str(ROOT / "configs/tiny.yaml")]
 
 CASES = [
@@ -134,13 +136,46 @@ CASES = [
     ("export-out-file", ["model.export", "{run}", "{file}"], "{file}"),
     ("export-no-run", ["model.export", "{tmp}/no-such-run", "{tmp}/out"], "run directory not found"),
     ("export-missing-argument", ["model.export", "{run}"], "out_dir"),
+    # a misspelt RoPE scaling key, wherever a scaling is written (issue 9)
+    ("train-scaling-misspelt-key", TRAIN + ["model.position.scaling={type: yarn, factr: 4}"], "'factr'"),
+    ("train-scaling-foreign-key", TRAIN + ["model.position.scaling={type: linear, factor: 2, beta_fast: 8}"],
+     "'beta_fast'"),
+    ("generate-rope-scaling-misspelt-key", GEN + ["--rope-scaling", "{type: yarn, factr: 4}"], "'factr'"),
+    ("generate-rope-scaling-rope-type", GEN + ["--rope-scaling", "{rope_type: yarn, factr: 4}"], "'factr'"),
+    ("eval-scaling-misspelt-key", EVAL + ["--scaling", "{type: yarn, factr: 4}"], "factr"),
+    ("generate-max-context", GEN + ["--max-context", "1"], "--max-context"),
+    # python -m eval.extrapolation, eval.probe, eval.summary, eval.bench, eval.plots
+    ("eval-no-run", ["eval.extrapolation", "{tmp}/no-such-run"], "run directory not found"),
+    ("eval-not-a-run", ["eval.extrapolation", "{tmp}"], "no checkpoint"),
+    ("eval-lengths", EVAL + ["--lengths", "64,abc"], "--lengths"),
+    ("eval-lengths-zero", EVAL + ["--lengths", "0"], "--lengths"),
+    ("eval-scaling-name", EVAL + ["--scaling", "rotary"], "'rotary'"),
+    ("eval-fixed-factors", EVAL + ["--fixed-factors", "0.5"], "--fixed-factors"),
+    ("eval-stride", EVAL + ["--stride", "0"], "--stride"),
+    ("eval-batch-size", EVAL + ["--batch-size", "0"], "--batch-size"),
+    ("eval-decode-chunk", EVAL + ["--decode-chunk", "0"], "--decode-chunk"),
+    ("eval-max-tokens", EVAL + ["--lengths", "64", "--max-tokens", "32"], "--max-tokens"),
+    ("eval-out-file", EVAL + ["--out", "{file}"], "--out"),
+    ("eval-device", EVAL + ["--device", "cuda:99"], "--device"),
+    ("eval-split", EVAL + ["--split", "dev"], "--split"),
+    ("probe-no-run", ["eval.probe", "{tmp}/no-such-run"], "run directory not found"),
+    ("probe-multiples", ["eval.probe", "{run}", "--multiples", "x"], "--multiples"),
+    ("probe-span", ["eval.probe", "{run}", "--span", "1"], "--span"),
+    ("probe-samples", ["eval.probe", "{run}", "--samples", "0"], "--samples"),
+    ("probe-out-file", ["eval.probe", "{run}", "--out", "{file}"], "--out"),
+    ("summary-no-run", ["eval.summary", "{tmp}/no-such-run"], "run directory not found"),
+    ("bench-config-missing", ["eval.bench", "--config", "{tmp}/nope.yaml"], "nope.yaml"),
+    ("bench-encoding", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--positions", "rotary"], "'rotary'"),
+    ("bench-device", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "run.device=cuda:99"], "run.device"),
+    ("plots-no-results", ["eval.plots", "{tmp}/results.json"], "results.json"),
 ]
 # Also run as subprocesses: one or two per command.
 SUBPROCESS = ["train-optional-int-type", "run-device-missing", "resume-model-change", "generate-rope-scaling-scalar",
-              "prepare-config-missing", "export-out-file"]
+              "prepare-config-missing", "export-out-file", "eval-no-run", "train-scaling-misspelt-key"]
 # Not `import data.prepare`: the submodule would shadow the package's prepare() for every later import.
 MAINS = {"train.py": train.main, "generate.py": generate.main, "data.prepare": runpy.run_module("data.prepare")["main"],
-         "model.export": model.export.main}
+         "model.export": model.export.main, "eval.extrapolation": extrapolation.main, "eval.probe": probe.main,
+         "eval.summary": summary.main, "eval.bench": bench.main, "eval.plots": plots.main}
 
 
 @pytest.fixture(scope="module")

@@ -230,3 +230,32 @@ def test_a_state_file_with_pickled_objects_is_refused(tiny_args, tmp_path):
         load_state(run)
     message = str(refused.value)
     assert "not a plain checkpoint" in message and "weights_only=False" not in message and "\n" not in message
+
+
+def test_repeated_sigkill_while_checkpointing_leaves_a_clean_loadable_run(tiny_args, tmp_path):
+    """A checkpoint every step and SIGKILL at arbitrary moments, five times: the next start removes
+    what the killed saves left, every checkpoint it finds loads, and the run finishes exactly."""
+    import random
+    args = ["train.py", *tiny_args, "run.name=killed", "train.max_steps=80", "train.ckpt_every=1", "train.log_every=1",
+            "train.eval_every=1000", "--resume"]
+    delays = random.Random(0)
+    for _ in range(5):
+        process = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        time.sleep(delays.uniform(3.0, 7.0))
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        run = tmp_path / "killed"
+        if (run / "checkpoint.json").exists():
+            assert load_weights(run) and load_state(run)["step"] >= 1  # the pointer names a whole checkpoint
+    result = cli(*args)
+    assert result.returncode == 0, result.stderr
+    run = tmp_path / "killed"
+    pointer = json.loads((run / "checkpoint.json").read_text())
+    assert pointer["step"] == 80
+    assert not list(run.glob("*.tmp")) and not list(run.glob(".*.tmp"))
+    assert sorted(p.name for p in run.glob("model_*")) == [pointer["weights"]]
+    assert sorted(p.name for p in run.glob("state_*")) == [pointer["state"]]
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, 81))  # no step lost or logged twice across the kills
+    load_model(run)

@@ -216,8 +216,8 @@ def markdown(rows: list[dict]) -> str:
                   "| run | scaling | L | " + " | ".join(str(n) for n in lengths) + " |",
                   "|---|---|---:|" + "---:|" * len(lengths)]
         for (run, scaling, L), by_n in acc.items():
-            values = ["n/a" if any(v is None for v in by_n.get(n, [None])) else f"{statistics.fmean(by_n[n]):.2f}"
-                      for n in lengths]
+            values = ["" if n not in by_n else "n/a" if any(v is None for v in by_n[n])
+                      else f"{statistics.fmean(by_n[n]):.2f}" for n in lengths]
             lines.append(f"| {run} | {scaling} | {L} | " + " | ".join(values) + " |")
     return "\n".join(lines) + "\n"
 
@@ -253,7 +253,7 @@ def plot(rows: list[dict], path: Path) -> None:
         ax.set_title(title)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, loc="upper right")
-    axes[0].set_ylabel("loss without the first copy - loss with it (nats; mean over seeds, band: min to max)")
+    axes[0].set_ylabel("gain (nats): loss without the first copy - with it")
     axes[1].set_ylabel("accuracy (mean over depths and seeds)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Iterator
 
 import torch
-import yaml
 
+from checkpoint import FROM_RUN, load_model
+from config import ArgumentParser, ScalingConfig, UserError, parse_scaling, run_cli
+from data import Tokenizer
+from device import pick_device
 from model.attention import KVCache
-from model.checkpoint import CheckpointError, load_model
-from model.config import ArgumentParser, ConfigError
-from model.device import pick_device
 from model.gpt import GPT
+from model.rope import check_scaling
 
 
 def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None, top_p: float | None,
@@ -69,31 +70,32 @@ def generate_tokens(model: GPT, prompt: list[int], max_new_tokens: int, temperat
         logits, _ = model(torch.tensor([[next_id]], device=device), cache=cache, last_only=True)
 
 
+def load(args) -> tuple[GPT, Tokenizer]:
+    check_options(args)
+    scaling = scaling_option(args.rope_scaling)
+    model = load_model(args.run_dir, scaling=scaling, device=pick_device(args.device, "--device"))
+    return model, Tokenizer(args.run_dir / "tokenizer.model")
+
+
 def check_options(args) -> None:
     if args.max_new_tokens < 0:
-        raise ConfigError(f"--max-new-tokens must be >= 0, got {args.max_new_tokens}")
+        raise UserError(f"--max-new-tokens must be >= 0, got {args.max_new_tokens}")
     if not args.temperature >= 0:
-        raise ConfigError(f"--temperature must be >= 0 (0 is greedy), got {args.temperature}")
+        raise UserError(f"--temperature must be >= 0 (0 is greedy), got {args.temperature}")
     if args.top_k is not None and args.top_k < 1:
-        raise ConfigError(f"--top-k must be >= 1, got {args.top_k}")
+        raise UserError(f"--top-k must be >= 1, got {args.top_k}")
     if args.top_p is not None and not 0 < args.top_p <= 1:
-        raise ConfigError(f"--top-p must be in (0, 1], got {args.top_p}")
+        raise UserError(f"--top-p must be in (0, 1], got {args.top_p}")
     if args.max_context is not None and args.max_context < 2:
-        raise ConfigError(f"--max-context must be >= 2 (tokens kept in the KV cache), got {args.max_context}")
+        raise UserError(f"--max-context must be >= 2 (tokens kept in the KV cache), got {args.max_context}")
 
 
-def scaling_option(text: str) -> dict | None | str:
+def scaling_option(text: str) -> ScalingConfig | None | str:
     """--rope-scaling: a YAML mapping, 'none', or 'from-run' (the run's own)."""
-    if text == "from-run":
+    if text == FROM_RUN:
         return text
-    try:
-        scaling = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"--rope-scaling: cannot parse {text!r} as YAML ({e.problem})") from None
-    if scaling in ("none", None):
-        return None
-    if not isinstance(scaling, dict):
-        raise ConfigError(f"--rope-scaling must be a mapping such as '{{type: yarn, factor: 4}}' or 'none', got {text!r}")
+    scaling = parse_scaling(text, "--rope-scaling")
+    check_scaling(scaling, "--rope-scaling")
     return scaling
 
 
@@ -108,25 +110,12 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-context", type=int, default=None,
                         help="tokens kept in the KV cache (a sliding window; default: all)")
-    parser.add_argument("--rope-scaling", default="from-run",
+    parser.add_argument("--rope-scaling", default=FROM_RUN,
                         help="YAML mapping, e.g. '{type: yarn, factor: 4}', or 'none'; default: the run's own")
     parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
     args = parser.parse_args(argv)
 
-    from data import Tokenizer
-    try:
-        check_options(args)
-        scaling = scaling_option(args.rope_scaling)
-        device = pick_device(args.device, "--device")
-        try:
-            model = load_model(args.run_dir, scaling=scaling, device=device)
-        except ConfigError as e:  # the run's own config was checked when it trained: this is the option's
-            raise ConfigError(f"--rope-scaling: {str(e).removeprefix('model.position.scaling: ')}") from None
-        tokenizer = Tokenizer(args.run_dir / "tokenizer.model")
-    except (CheckpointError, ValueError) as e:  # ConfigError is a ValueError
-        print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
-        sys.exit(2)
-
+    model, tokenizer = run_cli(lambda: load(args))
     prompt = [tokenizer.bos_id] + tokenizer.encode(args.prompt)
     limit = model.position.max_positions
     if limit is not None and len(prompt) >= limit:

@@ -2,17 +2,21 @@
 
     python -m data.prepare --config configs/tiny.yaml [data.vocab_size=8192 ...]
 
-The work lives in data/shards.py; this module is its command line (and re-exports `prepare`).
+The command line of `data.prepare_shards` (data/shards.py).
 """
 from __future__ import annotations
 
-import sys
-
-from data.shards import DataConfig, prepare
+from config import (
+    ArgumentParser,
+    DataConfig,
+    UserError,
+    apply_overrides,
+    from_dict,
+    read_yaml,
+    run_cli,
+)
+from data.shards import prepare_shards
 from data.tokens import TokenData
-from model.config import ArgumentParser, ConfigError, apply_overrides, from_dict, read_yaml
-
-__all__ = ["DataConfig", "prepare", "main"]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -20,21 +24,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", required=True, help="YAML config; only its data: section is used")
     parser.add_argument("overrides", nargs="*", help="dotted.key=value, e.g. data.vocab_size=8192")
     args = parser.parse_args(argv)
-    try:
-        raw = apply_overrides(read_yaml(args.config), args.overrides)
-        section = raw.get("data") or {}
-        if not isinstance(section, dict):
-            raise ConfigError(f"data: expected a mapping of data keys, got {section!r}")
-        cfg = from_dict(DataConfig, section, "data")
-        cfg.validate()
-        path = prepare(cfg)
-        print(path)
-        for split in ("train", "val", "test"):
-            data = TokenData(path, split)
-            print(f"{split:>5}: {len(data):>12,} tokens in {data.n_docs:,} documents")
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    run_cli(lambda: prepare_from_config(args.config, args.overrides))
+
+
+def prepare_from_config(path: str, overrides: list[str]) -> None:
+    raw = apply_overrides(read_yaml(path), overrides)
+    section = raw.get("data") or {}
+    if not isinstance(section, dict):
+        raise UserError(f"data: expected a mapping of data keys, got {section!r}")
+    cfg = from_dict(DataConfig, section, "data")
+    cfg.validate()
+    shards = prepare_shards(cfg)
+    print(shards)
+    for split in ("train", "val", "test"):
+        data = TokenData(shards, split)
+        print(f"{split:>5}: {len(data):>12,} tokens in {data.n_docs:,} documents")
 
 
 if __name__ == "__main__":

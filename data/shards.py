@@ -1,6 +1,6 @@
 """Documents -> tokenizer + token shards, cached by a key of everything that affects the bytes.
 
-`prepare(cfg)` returns `<cache_dir>/<key>/` holding
+`prepare_shards(cfg)` returns `<cache_dir>/<key>/` holding
 
     tokenizer.model            sentencepiece BPE trained on the training split (+ .vocab, for reading)
     {split}.bin                every document as [BOS] + tokens + [EOS], back to back (uint16 or uint32)
@@ -20,45 +20,17 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-from data.sources import SHAKESPEARE_SHA256, SPLITS, local_files, load_documents
+from config import DataConfig
+from data.sources import SHAKESPEARE_SHA256, SPLITS, load_documents, local_files
 from data.tokenizer import TOKENIZER_SETTINGS, Tokenizer, train_tokenizer
-from model.config import ConfigError
 
 FORMAT_VERSION = 1  # bump when the layout or the way documents are read changes
-
-
-@dataclass
-class DataConfig:
-    source: str = "shakespeare"  # shakespeare | a local file, folder or glob | hf:NAME[:CONFIG]
-    vocab_size: int = 4096
-    cache_dir: str = ".cache/data"
-    val_fraction: float = 0.05  # by document, when the source has no split of its own
-    test_fraction: float = 0.07
-    max_documents: int | None = None  # cap per split, for large hf: datasets
-
-    def validate(self) -> None:
-        if not self.source:
-            raise ConfigError("data.source must be shakespeare, a local file, folder or glob, or hf:NAME[:CONFIG]")
-        if self.vocab_size < 260:
-            raise ConfigError(f"data.vocab_size must be above 259 (256 byte tokens + unk, bos, eos), "
-                              f"got {self.vocab_size}")
-        for key in ("val_fraction", "test_fraction"):
-            value = getattr(self, key)
-            if not 0 <= value < 1:
-                raise ConfigError(f"data.{key} must be in [0, 1), got {value!r}")
-        if self.val_fraction + self.test_fraction >= 1:
-            raise ConfigError(f"data.val_fraction + data.test_fraction must be below 1, got "
-                              f"{self.val_fraction} + {self.test_fraction}")
-        if self.max_documents is not None and self.max_documents < 1:
-            raise ConfigError(f"data.max_documents must be >= 1 or null, got {self.max_documents}")
-        if Path(self.cache_dir).exists() and not Path(self.cache_dir).is_dir():
-            raise ConfigError(f"data.cache_dir {self.cache_dir!r} is a file, not a directory")
 
 
 def source_fingerprint(source: str) -> dict:
@@ -83,7 +55,7 @@ def dataset_key(cfg: DataConfig) -> str:
     return f"{slug}-{cfg.vocab_size}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
 
-def prepare(cfg: DataConfig, progress: bool = True) -> Path:
+def prepare_shards(cfg: DataConfig, progress: bool = True) -> Path:
     """Build (or find in the cache) the tokenizer and token shards for `cfg`; returns their directory.
     `progress=False` builds silently (no status lines, no progress bars)."""
     cfg.validate()

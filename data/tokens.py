@@ -12,21 +12,21 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from config import UserError
 from data.sources import SPLITS
-from model.config import ConfigError
 
 MASK64 = (1 << 64) - 1
 
 
 class TokenData:
-    """One split of a `prepare()` directory, memory-mapped."""
+    """One split of a `prepare_shards()` directory, memory-mapped."""
 
     def __init__(self, path: str | Path, split: str):
         path = Path(path)
         if split not in SPLITS:
-            raise ConfigError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
+            raise UserError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
         if not (path / "done").exists():
-            raise ConfigError(f"{path} is not a prepared data directory (run python -m data.prepare)")
+            raise UserError(f"{path} is not a prepared data directory (run python -m data.prepare)")
         self.path, self.split = path, split
         self.meta = json.loads((path / "meta.json").read_text())
         self.doc_offsets = np.load(path / f"{split}.docs.npy")
@@ -53,7 +53,7 @@ class TokenData:
         GPUs, or over more gradient-accumulation steps, covers the same windows.
         """
         if len(self) < seq_len + 1:
-            raise ConfigError(f"{self.split} split has {len(self)} tokens, fewer than seq_len + 1 = {seq_len + 1}")
+            raise UserError(f"{self.split} split has {len(self)} tokens, fewer than seq_len + 1 = {seq_len + 1}")
         g = torch.Generator().manual_seed((seed * 1_000_003 + step) & MASK64)
         starts = torch.randint(0, len(self) - seq_len, (batch_size * micro_steps * world_size,), generator=g)
         first = (micro_step * world_size + rank) * batch_size
@@ -80,7 +80,7 @@ class TokenData:
         """
         stride = seq_len if stride is None else stride
         if not 1 <= stride <= seq_len:
-            raise ConfigError(f"eval stride must be between 1 and seq_len ({seq_len}), got {stride}")
+            raise UserError(f"eval stride must be between 1 and seq_len ({seq_len}), got {stride}")
         per_doc = []
         for a, b in zip(self.doc_offsets[:-1].tolist(), self.doc_offsets[1:].tolist()):
             starts = range(a, b - seq_len, stride)  # start + seq_len + 1 <= b

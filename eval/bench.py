@@ -18,12 +18,13 @@ from pathlib import Path
 
 import torch
 
-from model.config import ArgumentParser, ConfigError, load_config
+from config import ArgumentParser, Config, UserError, load_config, run_cli
+from device import autocast, pick_device
+from eval.memory import PeakMemory
+from model.attention import KVCache
 from model.gpt import GPT, flops_per_token
 from model.positions import ENCODINGS
-from eval.memory import PeakMemory
-from model.device import autocast, pick_device
-from train import Config, make_optimizer, resolve
+from model.positions import check as check_model
 
 # bf16 dense peak FLOP/s by device-name substring (vendor datasheets).
 PEAK_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L4": 121e12, "4090": 165e12, "A10G": 70e12}
@@ -50,7 +51,7 @@ def bench_training(cfg: Config, device, steps: int, warmup: int) -> dict:
     model = GPT(cfg.model).to(device)
     if device.type == "cuda":
         model.use_flex_attention(True)
-    optimizer = make_optimizer(model, cfg.train, device)
+    optimizer = model.configure_optimizer(cfg.train, device)
     step_model = torch.compile(model) if cfg.run.compile else model
     B, T = cfg.train.batch_size, cfg.model.max_seq_len
     x, y = torch.randint(0, cfg.model.vocab_size, (2, B, T), device=device)
@@ -115,7 +116,6 @@ def bench_eval(model: GPT, device, multiples: list[int], repeats: int) -> list[d
 @torch.inference_mode()
 def bench_generation(model: GPT, device, multiples=(1, 8), new_tokens: int = 64) -> list[dict]:
     """Decoding tokens/s (batch 1, KV cache) of the last `new_tokens` tokens of a context of m x L."""
-    from model.attention import KVCache
     L, rows = model.cfg.max_seq_len, []
     for m in multiples:
         row = {"multiple": m, "tokens_per_s": None, "note": ""}
@@ -168,6 +168,25 @@ def markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def bench_config(path: str, overrides: list[str]) -> Config:
+    cfg = load_config(Config, path, overrides).resolve()
+    check_model(cfg.model)
+    return cfg
+
+
+def parse_options(args) -> tuple[list[str], list[int], Config, torch.device]:
+    positions = [p for p in args.positions.split(",") if p]
+    unknown = [p for p in positions if p not in ENCODINGS]
+    if unknown:
+        raise UserError(f"--positions: unknown encoding {unknown[0]!r}; choose one of {', '.join(sorted(ENCODINGS))}")
+    try:
+        multiples = [int(m) for m in args.multiples.split(",")]
+    except ValueError:
+        raise UserError(f"--multiples must be comma-separated integers, got {args.multiples!r}") from None
+    base = bench_config(args.config, args.overrides)
+    return positions, multiples, base, pick_device(base.run.device, "run.device")
+
+
 def main(argv=None):
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True)
@@ -179,17 +198,7 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, default=Path("reports/bench"))
     parser.add_argument("overrides", nargs="*", help="dotted.key=value")
     args = parser.parse_args(argv)
-    try:
-        positions = [p for p in args.positions.split(",") if p]
-        unknown = [p for p in positions if p not in ENCODINGS]
-        if unknown:
-            raise ConfigError(f"unknown encoding {unknown[0]!r}; choose one of {', '.join(sorted(ENCODINGS))}")
-        multiples = [int(m) for m in args.multiples.split(",")]
-        base = resolve(load_config(Config, args.config, args.overrides))
-        device = pick_device(base.run.device, "run.device")
-    except (ConfigError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    positions, multiples, base, device = run_cli(lambda: parse_options(args))
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -197,7 +206,7 @@ def main(argv=None):
                "compile": base.run.compile, "batch_size": base.train.batch_size, "seq_len": base.model.max_seq_len,
                "overrides": args.overrides, "rows": []}
     for position in positions:
-        cfg = resolve(load_config(Config, args.config, args.overrides + [f"model.position.type={position}"]))
+        cfg = bench_config(args.config, args.overrides + [f"model.position.type={position}"])
         print(f"bench: {position} training ...", file=sys.stderr)
         row = bench_training(cfg, device, args.steps, args.warmup)
         model = row.pop("model")

@@ -44,23 +44,33 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from data import DataConfig, TokenData, prepare
+from checkpoint import (
+    FROM_RUN,
+    atomic_write_text,
+    load_model,
+    model_config,
+    read_pointer,
+    read_run_config,
+)
+from config import (
+    ArgumentParser,
+    DataConfig,
+    RunFailed,
+    ScalingConfig,
+    UserError,
+    from_dict,
+)
+from data import TokenData, prepare_shards
+from device import autocast, pick_device
 from eval.memory import PeakMemory
 from eval.results import curve_label, format_ppl, markdown
 from model.attention import KVCache
-from model.checkpoint import CheckpointError, atomic_write_text, load_model, model_config, read_pointer, read_run_config
-from model.config import ArgumentParser, ConfigError, from_dict
-from model.device import autocast, pick_device
-from model.rope import DYNAMIC, SCALINGS, parse_scaling
+from model.rope import SCALINGS, check_scaling, is_dynamic
 
 DEFAULT_LENGTHS = "256,512,1024,2048,4096"
 DEFAULT_MAX_TOKENS = 32768
 TOKENS_PER_FORWARD = 16384  # default batch = this // length (at least 1): bounds logits and attention memory
 N_BUCKETS = 8  # position buckets of loss_by_position
-
-
-class EvalError(ValueError):
-    """A mistake on the command line; one-line message."""
 
 
 @dataclass
@@ -70,7 +80,7 @@ class Run:
     seed: int
     position: str  # encoding type
     train_length: int  # L: the training length, or the base run's for a fine-tuned run
-    scaling: dict | None  # the run's own RoPE scaling (a context-extension fine-tune), else None
+    scaling: ScalingConfig | None  # the run's own RoPE scaling (a context-extension fine-tune), else None
     continued: bool  # trained from another run's weights (train.init_from)
     data: DataConfig
 
@@ -79,7 +89,7 @@ class Run:
 class Measurement:
     run: Run
     label: str  # scaling column: a method name, or e.g. "yarn (fine-tuned)"
-    scaling: dict | str | None  # what load_model gets
+    scaling: ScalingConfig | str | None  # what load_model gets (FROM_RUN: the run's own)
     factor: float | None
     factor_rule: str | None  # "length/L", "fixed", "T/L" (dynamic), "fine-tuned"; None for no scaling
     length: int
@@ -88,20 +98,18 @@ class Measurement:
 
 def read_run(path: Path, name: str) -> Run:
     """Everything needed to plan a run's measurements; fails now rather than after the other runs."""
-    read_pointer(path)  # raises CheckpointError when there is no checkpoint
+    read_pointer(path)  # a UserError when there is no checkpoint
     config = read_run_config(path)
+    model = model_config(path)
     try:
-        model = model_config(path)
         data = from_dict(DataConfig, config.get("data") or {}, "data")
-    except ConfigError as e:
-        raise CheckpointError(f"{path}/config.yaml: {e}") from None
-    try:
-        scaling = parse_scaling(model.position.scaling)
-    except ValueError as e:
-        raise CheckpointError(f"{path}/config.yaml: model.position.scaling: {e}") from None
+    except UserError as e:
+        raise UserError(f"{path}/config.yaml: {e}") from None
+    scaling = model.position.scaling
+    check_scaling(scaling, f"{path}/config.yaml: model.position.scaling")
     L = model.max_seq_len
     if scaling:
-        L = scaling.get("original_max_position_embeddings") or L
+        L = scaling.original_max_position_embeddings or L
     run, train = config.get("run") or {}, config.get("train") or {}
     return Run(path, name, int(run.get("seed", 0)), model.position.type, int(L), scaling,
                bool(train.get("init_from")), data)
@@ -114,29 +122,29 @@ def plan(run: Run, methods: list[str], lengths: list[int], fixed_factors: list[f
                 for n in lengths]
     L = run.train_length
     if run.scaling:
-        kind = run.scaling["type"]
-        dynamic = kind in DYNAMIC
-        return [Measurement(run, f"{kind} (fine-tuned)", "from-run",
-                            max(1.0, n / L) if kind == "dynamic-yarn" else run.scaling.get("factor"), "fine-tuned", n,
+        kind = run.scaling.type
+        dynamic = is_dynamic(run.scaling)
+        return [Measurement(run, f"{kind} (fine-tuned)", FROM_RUN,
+                            max(1.0, n / L) if kind == "dynamic-yarn" else run.scaling.factor, "fine-tuned", n,
                             decode_from=L if dynamic and n > L else None)
                 for n in lengths]
     out = []
     for method in methods:
         if method == "none":
             out += [Measurement(run, method, None, None, None, n) for n in lengths]
-        elif method in DYNAMIC:
+        elif SCALINGS[method].dynamic:
             # Factor 1 for dynamic NTK: b' = b * (T/L)^(d/(d-2)), s following the current length T.
-            scaling = {"type": method, "factor": 1.0, "original_max_position_embeddings": L}
+            scaling = ScalingConfig(method, 1.0, L)
             out += [Measurement(run, method, scaling, None, "T/L", n, decode_from=L if n > L else None)
                     for n in lengths]
         else:
             for n in lengths:
                 s = max(1.0, n / L)
                 # s = 1 is plain RoPE: loading it as such makes the rows identical, not merely close.
-                scaling = None if s == 1.0 else {"type": method, "factor": s, "original_max_position_embeddings": L}
+                scaling = None if s == 1.0 else ScalingConfig(method, s, L)
                 out.append(Measurement(run, method, scaling, s, "length/L", n))
             for s in fixed_factors:
-                scaling = {"type": method, "factor": s, "original_max_position_embeddings": L}
+                scaling = ScalingConfig(method, s, L)
                 out += [Measurement(run, method, scaling, s, "fixed", n) for n in lengths]
     return out
 
@@ -207,11 +215,11 @@ class Evaluator:
     def token_data(self, cfg: DataConfig) -> TokenData:
         key = json.dumps(cfg.__dict__, sort_keys=True)
         if key not in self.data:
-            self.data[key] = TokenData(prepare(cfg), self.split)
+            self.data[key] = TokenData(prepare_shards(cfg), self.split)
         return self.data[key]
 
     def load(self, m: Measurement):
-        key = (str(m.run.path), json.dumps(m.scaling, sort_keys=True))
+        key = (str(m.run.path), repr(m.scaling))
         if key != self.model_key:
             self.model = None  # free the previous model before building the next
             self.model = load_model(m.run.path, scaling=m.scaling, device=self.device)
@@ -275,9 +283,9 @@ def parse_lengths(text: str) -> list[int]:
     try:
         lengths = sorted({int(x) for x in text.split(",") if x.strip()})
     except ValueError:
-        raise EvalError(f"--lengths must be comma-separated integers, got {text!r}") from None
+        raise UserError(f"--lengths must be comma-separated integers, got {text!r}") from None
     if not lengths or lengths[0] < 1:
-        raise EvalError(f"--lengths must be positive integers, got {text!r}")
+        raise UserError(f"--lengths must be positive integers, got {text!r}")
     return lengths
 
 
@@ -285,7 +293,7 @@ def parse_scalings(text: str) -> list[str]:
     names = [x.strip() for x in text.split(",") if x.strip()]
     unknown = [x for x in names if x not in SCALINGS]
     if unknown or not names:
-        raise EvalError(f"--scaling takes method names; unknown: {', '.join(map(repr, unknown)) if unknown else repr(text)}; "
+        raise UserError(f"--scaling takes method names; unknown: {', '.join(map(repr, unknown)) if unknown else repr(text)}; "
                         f"choose from {', '.join(SCALINGS)}")
     return list(dict.fromkeys(names))
 
@@ -294,9 +302,9 @@ def parse_factors(text: str) -> list[float]:
     try:
         factors = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise EvalError(f"--fixed-factors must be comma-separated numbers, got {text!r}") from None
+        raise UserError(f"--fixed-factors must be comma-separated numbers, got {text!r}") from None
     if any(not math.isfinite(s) or s <= 1 for s in factors):
-        raise EvalError(f"--fixed-factors must be numbers above 1, got {text!r}")
+        raise UserError(f"--fixed-factors must be numbers above 1, got {text!r}")
     return list(dict.fromkeys(factors))
 
 
@@ -338,11 +346,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for option, value in (("--stride", args.stride), ("--batch-size", args.batch_size),
                               ("--decode-chunk", args.decode_chunk)):
             if value is not None and value < 1:
-                raise EvalError(f"{option} must be >= 1, got {value}")
+                raise UserError(f"{option} must be >= 1, got {value}")
         if args.max_tokens < lengths[-1]:
-            raise EvalError(f"--max-tokens ({args.max_tokens}) must be at least the longest length ({lengths[-1]})")
+            raise UserError(f"--max-tokens ({args.max_tokens}) must be at least the longest length ({lengths[-1]})")
         if args.out.exists() and not args.out.is_dir():
-            raise EvalError(f"--out {args.out} is a file, not a folder")
+            raise UserError(f"--out {args.out} is a file, not a folder")
         runs = read_runs(args.runs)
         measurements = [m for run in runs for m in plan(run, methods, lengths, fixed_factors)]
         evaluator = Evaluator(args.split, args.stride, args.max_tokens, args.batch_size, pick_device(args.device, "--device"),
@@ -359,13 +367,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
                       + (f" [{row['note']}]" if row["note"] else ""))
         bar.close()
         write_report(rows, args.out)
-    except (KeyboardInterrupt, EvalError, ConfigError, CheckpointError) as e:
+    except (KeyboardInterrupt, UserError, RunFailed) as e:
         kept = f" ({len(rows)} finished measurements are in {args.out})" if rows else ""
         if rows:
             write_report(rows, args.out)
-        print(f"error: {str(e) or 'interrupted'}{kept}", file=sys.stderr)
+        print(f"error: {str(e).splitlines()[0] if str(e) else 'interrupted'}{kept}", file=sys.stderr)
         # a bad path or option is the user's (2); a checkpoint that breaks once measuring began is a failed run (1)
-        failed = isinstance(e, CheckpointError) and bool(rows)
+        failed = isinstance(e, RunFailed) or bool(rows)
         sys.exit(130 if isinstance(e, KeyboardInterrupt) else 1 if failed else 2)
     print(markdown(rows))
     peak = max((r["peak_mib"] for r in rows if r["peak_mib"] is not None), default=0)

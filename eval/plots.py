@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 from pathlib import Path
 
 import matplotlib
@@ -22,8 +21,8 @@ matplotlib.use("Agg")  # files only; no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
+from config import ArgumentParser, UserError, run_cli  # noqa: E402
 from eval.results import curves, relative_to_nope  # noqa: E402
-from model.config import ArgumentParser  # noqa: E402
 
 
 def style(i: int) -> dict:
@@ -124,22 +123,24 @@ def plot_results(rows: list[dict], out_dir: str | Path) -> list[Path]:
     return paths
 
 
+def read_results(path: Path) -> list[dict]:
+    try:
+        rows = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path} not found") from None
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path} is not valid JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and "ppl" in r for r in rows):
+        raise UserError(f"{path} is not an eval.extrapolation results.json (a list of rows)")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = ArgumentParser(description="Re-draw the plots of an eval.extrapolation results.json.")
     parser.add_argument("results", type=Path, help="results.json written by python -m eval.extrapolation")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: beside results.json)")
     args = parser.parse_args(argv)
-    try:
-        rows = json.loads(args.results.read_text())
-    except FileNotFoundError:
-        print(f"error: {args.results} not found", file=sys.stderr)
-        sys.exit(2)
-    except json.JSONDecodeError as e:
-        print(f"error: {args.results} is not valid JSON ({e.msg} at line {e.lineno})", file=sys.stderr)
-        sys.exit(2)
-    if not isinstance(rows, list) or not all(isinstance(r, dict) and "ppl" in r for r in rows):
-        print(f"error: {args.results} is not an eval.extrapolation results.json (a list of rows)", file=sys.stderr)
-        sys.exit(2)
+    rows = run_cli(lambda: read_results(args.results))
     for path in plot_results(rows, args.out or args.results.parent):
         print(f"wrote {path}")
 

@@ -34,12 +34,12 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from data import TokenData, Tokenizer, prepare
-from eval.extrapolation import EvalError, Run, parse_scalings, read_runs
-from model.checkpoint import CheckpointError, atomic_write_text, load_model
-from model.config import ArgumentParser, ConfigError
-from model.device import autocast, pick_device
-from model.rope import DYNAMIC
+from checkpoint import FROM_RUN, atomic_write_text, load_model
+from config import ArgumentParser, RunFailed, ScalingConfig, UserError
+from data import TokenData, Tokenizer, prepare_shards
+from device import autocast, pick_device
+from eval.extrapolation import Run, parse_scalings, read_runs
+from model.rope import SCALINGS
 
 DEFAULT_MULTIPLES = "0.25,0.5,1,2,4,8,16"
 PASSKEY_MULTIPLES = (1, 2, 4, 8, 16)
@@ -47,22 +47,20 @@ PASSKEY_DEPTHS = (0.1, 0.5, 0.9)
 TOKENS_PER_FORWARD = 16384
 
 
-def model_variants(run: Run, methods: list[str], length: int) -> list[tuple[str, dict | str | None]]:
+def model_variants(run: Run, methods: list[str], length: int) -> list[tuple[str, ScalingConfig | str | None]]:
     """(scaling label, what load_model gets) for a run evaluated at `length` tokens."""
     if run.scaling:
-        kind = run.scaling["type"]
-        return [(f"{kind} (fine-tuned)", "from-run")]
+        return [(f"{run.scaling.type} (fine-tuned)", FROM_RUN)]
     if run.position != "rope" or run.continued:
         return [("none (fine-tuned)" if run.continued else "none", None)]
     out = []
     for method in methods:
         s = max(1.0, length / run.train_length)
-        if method == "none" or method in DYNAMIC:  # dynamic methods are probed through eval.extrapolation only
+        if method == "none" or SCALINGS[method].dynamic:  # dynamic methods are probed through eval.extrapolation only
             if method == "none":
                 out.append(("none", None))
             continue
-        out.append((method, None if s == 1.0 else
-                    {"type": method, "factor": s, "original_max_position_embeddings": run.train_length}))
+        out.append((method, None if s == 1.0 else ScalingConfig(method, s, run.train_length)))
     return out
 
 
@@ -95,7 +93,7 @@ def text_inside_a_document(data: TokenData, length: int, g: torch.Generator) -> 
     """`length` consecutive held-out tokens from one document, at a random place."""
     docs = [(a, b) for a, b in zip(data.doc_offsets[:-1].tolist(), data.doc_offsets[1:].tolist()) if b - a > length]
     if not docs:
-        raise EvalError(f"no {data.split} document is longer than {length} tokens")
+        raise UserError(f"no {data.split} document is longer than {length} tokens")
     a, b = docs[int(torch.randint(len(docs), (1,), generator=g))]
     start = a + int(torch.randint(b - a - length, (1,), generator=g))
     return data.window_tensor(start, start + length)
@@ -140,7 +138,7 @@ def passkey_samples(tokenizer: Tokenizer, data: TokenData, length: int, depth: f
 
 def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n_copy: int, n_passkey: int,
               seed: int, device) -> list[dict]:
-    data = TokenData(prepare(run.data, progress=False), "test")
+    data = TokenData(prepare_shards(run.data, progress=False), "test")
     tokenizer = Tokenizer(run.path / "tokenizer.model")
     base = {"run": run.name, "seed": run.seed, "position": run.position, "train_length": run.train_length}
     jobs = [("copy", max(span + 1, round(m * run.train_length)), None) for m in multiples]
@@ -153,7 +151,7 @@ def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n
                    "multiple": round(size / run.train_length, 4), "value": None}
             if depth is not None:
                 row["depth"] = depth
-            key = json.dumps(scaling, sort_keys=True)
+            key = repr(scaling)
             if key not in models:
                 models.clear()  # one model in memory at a time
                 models[key] = load_model(run.path, scaling=scaling, device=device)
@@ -264,9 +262,9 @@ def parse_multiples(text: str) -> list[float]:
     try:
         values = sorted({float(x) for x in text.split(",") if x.strip()})
     except ValueError:
-        raise EvalError(f"--multiples must be comma-separated numbers, got {text!r}") from None
+        raise UserError(f"--multiples must be comma-separated numbers, got {text!r}") from None
     if not values or values[0] <= 0:
-        raise EvalError(f"--multiples must be positive numbers, got {text!r}")
+        raise UserError(f"--multiples must be positive numbers, got {text!r}")
     return values
 
 
@@ -291,18 +289,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for option, value in (("--span", args.span), ("--samples", args.samples),
                               ("--passkey-samples", args.passkey_samples)):
             if value < 2:
-                raise EvalError(f"{option} must be >= 2, got {value}")
+                raise UserError(f"{option} must be >= 2, got {value}")
         if args.out.exists() and not args.out.is_dir():
-            raise EvalError(f"--out {args.out} is a file, not a folder")
+            raise UserError(f"--out {args.out} is a file, not a folder")
         runs = read_runs(args.runs)
         device = pick_device(args.device, "--device")
         args.out.mkdir(parents=True, exist_ok=True)
         for run in tqdm(runs, unit="run", dynamic_ncols=True):
             rows += probe_run(run, methods, multiples, args.span, args.samples, args.passkey_samples, args.seed, device)
             atomic_write_text(args.out / "probes.json", json.dumps(rows, indent=2, allow_nan=False) + "\n")
-    except (KeyboardInterrupt, EvalError, ConfigError, CheckpointError) as e:
-        print(f"error: {str(e) or 'interrupted'}", file=sys.stderr)
-        sys.exit(130 if isinstance(e, KeyboardInterrupt) else 2)
+    except (KeyboardInterrupt, UserError, RunFailed) as e:
+        print(f"error: {str(e).splitlines()[0] if str(e) else 'interrupted'}", file=sys.stderr)
+        sys.exit(130 if isinstance(e, KeyboardInterrupt) else 1 if isinstance(e, RunFailed) else 2)
     atomic_write_text(args.out / "probes.md", markdown(rows))
     plot(rows, args.out / "probes.png")
     print(markdown(rows))

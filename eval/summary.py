@@ -7,22 +7,21 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 from pathlib import Path
 
-from model.checkpoint import CheckpointError, read_run_config
-from model.config import ArgumentParser
+from checkpoint import read_run_config
+from config import ArgumentParser, UserError, run_cli
 
 
 def summarize(run_dir: Path) -> dict:
     config = read_run_config(run_dir)
     path = run_dir / "metrics.jsonl"
     if not path.is_file():
-        raise CheckpointError(f"no metrics.jsonl in {run_dir}")
+        raise UserError(f"no metrics.jsonl in {run_dir}")
     rows = [json.loads(line) for line in path.read_text().splitlines() if line]
     evals = [r for r in rows if "val_loss" in r]
     if not evals:
-        raise CheckpointError(f"{run_dir} has no validation loss yet")
+        raise UserError(f"{run_dir} has no validation loss yet")
     model = config["model"]
     return {"run": run_dir.name, "seed": (config.get("run") or {}).get("seed"), "position": model["position"]["type"], "scaling": model["position"]["scaling"],
             "context": model["max_seq_len"], "steps": evals[-1]["step"], "val_loss": evals[-1]["val_loss"],
@@ -46,11 +45,7 @@ def main(argv=None):
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, help="also write the table to this file")
     args = parser.parse_args(argv)
-    try:
-        table = markdown([summarize(run) for run in args.runs])
-    except CheckpointError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    table = run_cli(lambda: markdown([summarize(run) for run in args.runs]))
     print(table, end="")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -17,10 +17,10 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only; no display on servers and in tests
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.colors import SymLogNorm  # noqa: E402
 import torch  # noqa: E402
+from matplotlib.colors import SymLogNorm  # noqa: E402
 
-from model.config import ModelConfig, PositionConfig  # noqa: E402
+from config import ModelConfig, PositionConfig, ScalingConfig  # noqa: E402
 from model.gpt import GPT  # noqa: E402
 from model.positions import ENCODINGS, alibi_slopes  # noqa: E402
 from model.rope import apply_rope, rope_angles, rope_frequencies, yarn_correction_range  # noqa: E402
@@ -79,15 +79,15 @@ def rope_rotation(path: Path) -> None:
 
 def rope_frequencies_plot(path: Path) -> None:
     """Wavelength per pair, original and under PI / NTK / YaRN at s = 4, and the ratio to the original."""
-    scaling = {"factor": S, "original_max_position_embeddings": L}
+
     original = rope_frequencies(D, THETA)[0]
     methods = {
         "original RoPE": (original, dict(color="black", lw=2.2)),
-        f"PI (linear), s={S}": (rope_frequencies(D, THETA, {"type": "linear", **scaling})[0],
+        f"PI (linear), s={S}": (rope_frequencies(D, THETA, ScalingConfig("linear", S, L))[0],
                                 dict(color="tab:blue", ls="--")),
-        f"NTK-aware, s={S}": (rope_frequencies(D, THETA, {"type": "ntk", **scaling})[0],
+        f"NTK-aware, s={S}": (rope_frequencies(D, THETA, ScalingConfig("ntk", S, L))[0],
                               dict(color="tab:orange", ls="-.")),
-        f"YaRN, s={S}": (rope_frequencies(D, THETA, {"type": "yarn", **scaling})[0],
+        f"YaRN, s={S}": (rope_frequencies(D, THETA, ScalingConfig("yarn", S, L))[0],
                          dict(color="tab:green", marker="o", ms=3.5)),
     }
     low, high = yarn_correction_range(D, THETA, L, 32, 1)

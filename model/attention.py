@@ -12,8 +12,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .config import ModelConfig
+from config import ModelConfig
+
 from .positions import PositionalEncoding, PositionContext
+
 
 class KVCache:
     """Keys and values of the tokens seen so far, per layer, with their absolute positions. Keys are

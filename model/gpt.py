@@ -8,8 +8,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from config import ModelConfig, TrainConfig
+
 from .attention import Attention, KVCache
-from .config import ModelConfig
 from .positions import PositionError, build_position
 
 
@@ -53,7 +54,6 @@ class Block(nn.Module):
 class GPT(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        cfg.validate()
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.position = build_position(cfg)
@@ -73,6 +73,13 @@ class GPT(nn.Module):
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+    def configure_optimizer(self, t: TrainConfig, device: torch.device) -> torch.optim.AdamW:
+        """AdamW with weight decay on matrices only (not norms or other vectors); fused on CUDA."""
+        params = [p for p in self.parameters() if p.requires_grad]
+        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": t.weight_decay},
+                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+        return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), fused=device.type == "cuda")
 
     def use_flex_attention(self, on: bool = True):
         """Route score-modifying encodings (ALiBi) through FlexAttention (CUDA)."""

@@ -21,14 +21,16 @@ unscaled 0.03 (issue 8).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 
-from .config import ModelConfig
-from .rope import DYNAMIC, apply_rope, parse_scaling, rope_angles, rope_frequencies
+from config import ModelConfig, UserError
+
+from .rope import apply_rope, check_scaling, is_dynamic, rope_angles, rope_frequencies
 
 ENCODINGS: dict[str, type[PositionalEncoding]] = {}
 
@@ -46,7 +48,7 @@ def token_rms(cfg: ModelConfig) -> float:
     return cfg.init_std * math.sqrt(cfg.d_model)
 
 
-class PositionError(ValueError):
+class PositionError(UserError):
     """A position the encoding cannot represent (learned, past its table)."""
 
 
@@ -141,10 +143,8 @@ class Rope(PositionalEncoding):
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         self.head_dim, self.theta = cfg.head_dim, cfg.position.theta
-        self.scaling = parse_scaling(cfg.position.scaling) or {}
-        if self.scaling:
-            self.scaling.setdefault("original_max_position_embeddings", cfg.max_seq_len)
-        self.dynamic = self.scaling.get("type") in DYNAMIC
+        self.scaling = with_original_length(cfg)
+        self.dynamic = is_dynamic(self.scaling)
         inv_freq, self.attention_factor = rope_frequencies(self.head_dim, self.theta, self.scaling)
         # Not persistent: scaling is chosen at load time and never baked into a checkpoint.
         self.register_buffer("inv_freq", inv_freq, persistent=False)
@@ -212,5 +212,27 @@ class Alibi(PositionalEncoding):
         return torch.cat([q.to(dtype), q_extra], dim=-1), torch.cat([k.to(dtype), k_extra], dim=-1)
 
 
+def with_original_length(cfg: ModelConfig):
+    """The model's RoPE scaling with original_max_position_embeddings filled in (max_seq_len when unset)."""
+    scaling = cfg.position.scaling
+    if scaling is None or scaling.original_max_position_embeddings is not None:
+        return scaling
+    return dataclasses.replace(scaling, original_max_position_embeddings=cfg.max_seq_len)
+
+
+def check(cfg: ModelConfig) -> None:
+    """The position section against the registries: a known encoding, and for rope an even head
+    dimension and a valid scaling. A UserError naming the key otherwise."""
+    cfg.validate()
+    if cfg.position.type not in ENCODINGS:
+        raise UserError(f"model.position.type: unknown encoding {cfg.position.type!r}; "
+                        f"choose one of {', '.join(sorted(ENCODINGS))}")
+    if cfg.position.type == "rope" and cfg.head_dim % 2:
+        raise UserError(f"model.position.type=rope needs an even head dimension, got "
+                        f"d_model/n_heads = {cfg.head_dim}")
+    check_scaling(cfg.position.scaling, "model.position.scaling")
+
+
 def build_position(cfg: ModelConfig) -> PositionalEncoding:
-    return ENCODINGS[cfg.position.type](cfg)  # ModelConfig.validate has checked the name
+    check(cfg)
+    return ENCODINGS[cfg.position.type](cfg)

@@ -2,17 +2,16 @@
 
 Convention: INTERLEAVED pairs. Dimensions (0, 1), (2, 3), ... of a head form the 2-D planes that
 pair i rotates by angle `position * inv_freq[i]`, as in the RoFormer paper. (Llama / Hugging Face
-use the half-split pairing (i, i + d/2); `model.export` permutes q/k rows to convert.)
+use the half-split pairing (i, i + d/2); export/llama.py permutes q/k rows to convert.)
 
-Each scaling method is a pure function registered in SCALINGS under its Hugging Face `rope_type`
-name, with the keys it takes and whether it is dynamic, and returns `(inv_freq, attention_factor)`;
-the attention factor multiplies cos and sin (so q.k scores are scaled by its square), exactly as
-transformers' `modeling_rope_utils.py` does. A scaling is a mapping `{type: NAME, factor: s,
-original_max_position_embeddings: L, ...the method's own keys}`, checked by `parse_scaling`, the one
-rule for every caller (config, overrides, --rope-scaling, --scaling, a saved run): Hugging Face's
-`rope_type` is the same key as `type`; an unknown method, a key the method does not take or a value
-out of range is a ValueError naming it.
-Notation (DESIGN.md): d = rotary dims per head, b = theta, L = original training context,
+Each scaling method is a pure function registered in SCALINGS under its name, with the keys it
+takes, whether it is dynamic and its Hugging Face `rope_type` name, and returns
+`(inv_freq, attention_factor)`; the attention factor multiplies cos and sin (so q.k scores are scaled
+by its square), exactly as transformers' `modeling_rope_utils.py` does. A scaling is the typed
+`config.ScalingConfig` (parsed by `config.parse_scaling` wherever it comes from) and `check_scaling`
+is the one check of its method and keys: an unknown method, a key the method does not take or a
+value out of range is a UserError naming it. Adding a method is one `@register` entry and one test.
+Notation: d = rotary dims per head, b = theta, L = original training context,
 s = factor, T = current sequence length.
 """
 from __future__ import annotations
@@ -23,21 +22,24 @@ from typing import Callable
 
 import torch
 
+from config import ScalingConfig, UserError
+
 
 @dataclass(frozen=True)
 class Method:
     fn: Callable[..., tuple[torch.Tensor, float]]  # (d, b, L, s, T, scaling) -> (inv_freq, attention_factor)
     keys: tuple[str, ...]  # the method's own keys, besides type, factor, original_max_position_embeddings
     dynamic: bool  # the frequencies depend on the current length (keys are cached before rotation)
+    hf_name: str | None  # transformers' rope_type, None where it has no equivalent
 
 
 SCALINGS: dict[str, Method] = {}
 COMMON_KEYS = ("type", "factor", "original_max_position_embeddings")
 
 
-def register(name: str, keys: tuple[str, ...] = (), dynamic: bool = False):
+def register(name: str, keys: tuple[str, ...] = (), dynamic: bool = False, hf_name: str | None = None):
     def wrap(fn):
-        SCALINGS[name] = Method(fn, keys, dynamic)
+        SCALINGS[name] = Method(fn, keys, dynamic, hf_name)
         return fn
     return wrap
 
@@ -47,12 +49,12 @@ def base_inv_freq(d: int, b: float) -> torch.Tensor:
     return 1.0 / (b ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
 
 
-@register("none")
+@register("none", hf_name="default")
 def _none(d, b, L, s, T, p):
     return base_inv_freq(d, b), 1.0
 
 
-@register("linear")
+@register("linear", hf_name="linear")
 def _linear(d, b, L, s, T, p):
     # Position Interpolation (Chen et al., arXiv 2306.15595): positions m -> m / s.
     return base_inv_freq(d, b) / s, 1.0
@@ -65,7 +67,7 @@ def _ntk(d, b, L, s, T, p):
     return base_inv_freq(d, b * s ** (d / (d - 2))), 1.0
 
 
-@register("dynamic", dynamic=True)
+@register("dynamic", dynamic=True, hf_name="dynamic")
 def _dynamic(d, b, L, s, T, p):
     # Dynamic NTK (emozilla, 2023): NTK with a base that grows with the current length; plain
     # RoPE while T <= L.
@@ -81,19 +83,19 @@ def yarn_correction_range(d: int, b: float, L: int, beta_fast: float, beta_slow:
     return max(low, 0), min(high, d - 1)
 
 
-@register("yarn", keys=("beta_fast", "beta_slow", "attention_factor"))
+@register("yarn", keys=("beta_fast", "beta_slow", "attention_factor"), hf_name="yarn")
 def _yarn(d, b, L, s, T, p):
     # YaRN (Peng et al., arXiv 2309.00071): pairs that rotate many times within L keep their
     # frequency (extrapolate), pairs slower than one rotation are interpolated by s, a linear ramp
     # in between; plus an attention temperature 0.1 ln s + 1.
-    low, high = yarn_correction_range(d, b, L, p.get("beta_fast") or 32, p.get("beta_slow") or 1)
+    low, high = yarn_correction_range(d, b, L, p.beta_fast or 32, p.beta_slow or 1)
     if low == high:
         high += 0.001
     ramp = ((torch.arange(d // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
     inv = base_inv_freq(d, b)
     inv = (inv / s) * ramp + inv * (1 - ramp)
-    if p.get("attention_factor") is not None:  # transformers' override of the temperature
-        return inv, float(p["attention_factor"])
+    if p.attention_factor is not None:  # transformers' override of the temperature
+        return inv, float(p.attention_factor)
     return inv, (0.1 * math.log(s) + 1.0) if s > 1 else 1.0
 
 
@@ -103,73 +105,64 @@ def _dynamic_yarn(d, b, L, s, T, p):
     return _yarn(d, b, L, max(1.0, (T or L) / L), T, p)
 
 
-@register("llama3", keys=("low_freq_factor", "high_freq_factor"))
+@register("llama3", keys=("low_freq_factor", "high_freq_factor"), hf_name="llama3")
 def _llama3(d, b, L, s, T, p):
     # Llama 3.1 (Meta, 2024; transformers' _compute_llama3_parameters): wavelengths shorter than
     # L / high_freq_factor keep their frequency, longer than L / low_freq_factor are divided by s,
     # and a smooth blend in between.
-    low, high = p.get("low_freq_factor") or 1.0, p.get("high_freq_factor") or 4.0
+    low, high = p.low_freq_factor or 1.0, p.high_freq_factor or 4.0
     inv = base_inv_freq(d, b)
     wavelength = 2 * math.pi / inv
     smooth = ((L / wavelength - low) / (high - low)).clamp(0, 1)  # 0: long (divided by s), 1: short (kept)
     return (inv / s) * (1 - smooth) + inv * smooth, 1.0
 
 
-DYNAMIC = {name for name, method in SCALINGS.items() if method.dynamic}
-POSITIVE_KEYS = ("original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor",
-                 "low_freq_factor", "high_freq_factor")
+OPTIONAL_POSITIVE = ("original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor",
+                     "low_freq_factor", "high_freq_factor")
 
 
-def parse_scaling(scaling: dict | None) -> dict | None:
-    """A scaling mapping checked and normalised (`rope_type` -> `type`); None for no scaling."""
+def check_scaling(scaling: ScalingConfig | None, key: str = "scaling") -> None:
+    """A UserError naming the key unless the method exists and every key set belongs to it and is in range."""
     if scaling is None:
-        return None
-    if not isinstance(scaling, dict):
-        raise ValueError(f"a RoPE scaling is a mapping such as {{type: yarn, factor: 4}}, got {scaling!r}")
-    scaling = dict(scaling)
-    if "rope_type" in scaling:
-        alias = scaling.pop("rope_type")
-        if scaling.setdefault("type", alias) != alias:
-            raise ValueError(f"RoPE scaling has type {scaling['type']!r} and rope_type {alias!r}; give one")
-    kind = scaling.get("type", "none")
-    if kind not in SCALINGS:
-        raise ValueError(f"unknown RoPE scaling {kind!r}; choose one of {', '.join(SCALINGS)}")
-    allowed = COMMON_KEYS + SCALINGS[kind].keys
-    for key, value in scaling.items():
-        if key not in allowed:
-            raise ValueError(f"RoPE scaling {kind!r} takes no key {key!r}; its keys: {', '.join(allowed)}")
-        if key != "type" and value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise ValueError(f"RoPE scaling key {key!r} must be a number, got {value!r}")
-    if not scaling.get("factor", 1.0) >= 1:
-        raise ValueError(f"RoPE scaling factor must be >= 1, got {scaling['factor']}")
-    for key in POSITIVE_KEYS:
-        if scaling.get(key) is not None and not scaling[key] > 0:
-            raise ValueError(f"RoPE scaling key {key!r} must be > 0, got {scaling[key]}")
-    if kind in ("yarn", "dynamic-yarn") and not (scaling.get("beta_fast") or 32) > (scaling.get("beta_slow") or 1):
-        raise ValueError("RoPE scaling beta_fast must be above beta_slow")
-    if kind == "llama3" and not (scaling.get("high_freq_factor") or 4.0) > (scaling.get("low_freq_factor") or 1.0):
-        raise ValueError("RoPE scaling high_freq_factor must be above low_freq_factor")
-    return scaling
+        return
+    if scaling.type not in SCALINGS:
+        raise UserError(f"{key}: unknown RoPE scaling {scaling.type!r}; choose one of {', '.join(SCALINGS)}")
+    allowed = COMMON_KEYS + SCALINGS[scaling.type].keys
+    for name, value in scaling.to_dict().items():
+        if name not in allowed:
+            raise UserError(f"{key}: RoPE scaling {scaling.type!r} takes no key {name!r}; its keys: {', '.join(allowed)}")
+    if not scaling.factor >= 1:
+        raise UserError(f"{key}.factor must be >= 1, got {scaling.factor}")
+    for name in OPTIONAL_POSITIVE:
+        if getattr(scaling, name) is not None and not getattr(scaling, name) > 0:
+            raise UserError(f"{key}.{name} must be > 0, got {getattr(scaling, name)}")
+    if scaling.type in ("yarn", "dynamic-yarn") and not (scaling.beta_fast or 32) > (scaling.beta_slow or 1):
+        raise UserError(f"{key}: beta_fast must be above beta_slow")
+    if scaling.type == "llama3" and not (scaling.high_freq_factor or 4.0) > (scaling.low_freq_factor or 1.0):
+        raise UserError(f"{key}: high_freq_factor must be above low_freq_factor")
 
 
-def rope_frequencies(head_dim: int, theta: float, scaling: dict | None = None,
+def is_dynamic(scaling: ScalingConfig | None) -> bool:
+    return scaling is not None and SCALINGS[scaling.type].dynamic
+
+
+def rope_frequencies(head_dim: int, theta: float, scaling: ScalingConfig | None = None,
                      seq_len: int | None = None, device=None) -> tuple[torch.Tensor, float]:
     """(inv_freq [head_dim // 2], attention_factor) for RoPE with an optional scaling.
 
-    `scaling` (see parse_scaling) needs original_max_position_embeddings unless its type is none.
-    `seq_len` is the current length, used by the dynamic methods; `device` where the frequencies
+    `scaling` (checked by check_scaling) needs original_max_position_embeddings unless its type is
+    none. `seq_len` is the current length, used by the dynamic methods; `device` where the frequencies
     are built.
     """
-    scaling = parse_scaling(scaling) or {}
-    kind = scaling.get("type", "none")
+    scaling = scaling or ScalingConfig()
+    check_scaling(scaling)
     if head_dim % 2:
-        raise ValueError(f"RoPE needs an even head dimension, got {head_dim}")
-    L = scaling.get("original_max_position_embeddings")
-    if kind != "none" and not L:
-        raise ValueError(f"RoPE scaling {kind!r} needs original_max_position_embeddings")
-    factor = float(scaling.get("factor", 1.0))
+        raise UserError(f"RoPE needs an even head dimension, got {head_dim}")
+    L = scaling.original_max_position_embeddings
+    if scaling.type != "none" and not L:
+        raise UserError(f"RoPE scaling {scaling.type!r} needs original_max_position_embeddings")
     with torch.device(device or "cpu"):  # built where it is used: no host-to-device copy in a step
-        return SCALINGS[kind].fn(head_dim, float(theta), L, factor, seq_len, scaling)
+        return SCALINGS[scaling.type].fn(head_dim, float(theta), L, float(scaling.factor), seq_len, scaling)
 
 
 def rope_angles(positions: torch.Tensor, inv_freq: torch.Tensor, attention_factor: float = 1.0):

@@ -2,19 +2,19 @@
 or option, and no traceback; it does so before preparing data or training anything.
 
 The table is (id, argv, expected substring). argv[0] picks the command (train.py, generate.py,
-data.prepare, model.export, eval.*) and these placeholders are filled in: {run} a trained tiny run, {runs}
+data.prepare, export, eval.*) and these placeholders are filled in: {run} a trained tiny run, {runs}
 its out_dir, {tmp} an empty directory, {file} an existing plain file. Cases run in-process (fast);
 the ones in SUBPROCESS also run as real subprocesses, to prove the command-line path.
 """
-import runpy
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+import data.prepare
+import export.llama
 import generate
-import model.export
 import train
 from eval import bench, extrapolation, plots, probe, summary
 
@@ -132,16 +132,16 @@ CASES = [
     ("prepare-val-fraction", PREPARE + ["data.val_fraction=2"], "data.val_fraction"),
     ("prepare-unknown-key", PREPARE + ["data.sourc=x"], "data.sourc"),
     ("prepare-section-type", PREPARE + ["data=5"], "data"),
-    # python -m model.export
-    ("export-out-file", ["model.export", "{run}", "{file}"], "{file}"),
-    ("export-no-run", ["model.export", "{tmp}/no-such-run", "{tmp}/out"], "run directory not found"),
-    ("export-missing-argument", ["model.export", "{run}"], "out_dir"),
+    # python -m export
+    ("export-out-file", ["export", "{run}", "{file}"], "{file}"),
+    ("export-no-run", ["export", "{tmp}/no-such-run", "{tmp}/out"], "run directory not found"),
+    ("export-missing-argument", ["export", "{run}"], "out_dir"),
     # a misspelt RoPE scaling key, wherever a scaling is written (issue 9)
-    ("train-scaling-misspelt-key", TRAIN + ["model.position.scaling={type: yarn, factr: 4}"], "'factr'"),
+    ("train-scaling-misspelt-key", TRAIN + ["model.position.scaling={type: yarn, factr: 4}"], "factr"),
     ("train-scaling-foreign-key", TRAIN + ["model.position.scaling={type: linear, factor: 2, beta_fast: 8}"],
      "'beta_fast'"),
-    ("generate-rope-scaling-misspelt-key", GEN + ["--rope-scaling", "{type: yarn, factr: 4}"], "'factr'"),
-    ("generate-rope-scaling-rope-type", GEN + ["--rope-scaling", "{rope_type: yarn, factr: 4}"], "'factr'"),
+    ("generate-rope-scaling-misspelt-key", GEN + ["--rope-scaling", "{type: yarn, factr: 4}"], "factr"),
+    ("generate-rope-scaling-rope-type", GEN + ["--rope-scaling", "{rope_type: yarn, factr: 4}"], "factr"),
     ("eval-scaling-misspelt-key", EVAL + ["--scaling", "{type: yarn, factr: 4}"], "factr"),
     ("generate-max-context", GEN + ["--max-context", "1"], "--max-context"),
     # python -m eval.extrapolation, eval.probe, eval.summary, eval.bench, eval.plots
@@ -172,9 +172,8 @@ CASES = [
 # Also run as subprocesses: one or two per command.
 SUBPROCESS = ["train-optional-int-type", "run-device-missing", "resume-model-change", "generate-rope-scaling-scalar",
               "prepare-config-missing", "export-out-file", "eval-no-run", "train-scaling-misspelt-key"]
-# Not `import data.prepare`: the submodule would shadow the package's prepare() for every later import.
-MAINS = {"train.py": train.main, "generate.py": generate.main, "data.prepare": runpy.run_module("data.prepare")["main"],
-         "model.export": model.export.main, "eval.extrapolation": extrapolation.main, "eval.probe": probe.main,
+MAINS = {"train.py": train.main, "generate.py": generate.main, "data.prepare": data.prepare.main,
+         "export": export.llama.main, "eval.extrapolation": extrapolation.main, "eval.probe": probe.main,
          "eval.summary": summary.main, "eval.bench": bench.main, "eval.plots": plots.main}
 
 
@@ -221,6 +220,11 @@ def test_bad_input_from_the_command_line(case_id, trained, tmp_path):
     prefix = [command] if command.endswith(".py") else ["-m", command]
     result = subprocess.run([sys.executable, *prefix, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
     check(result.returncode, result.stdout, result.stderr, fill([expected], trained, tmp_path)[0])
+
+
+def test_every_command_has_a_missing_run_or_config_case():
+    missing = {argv[0] for _, argv, _ in CASES if any(m in " ".join(argv) for m in ("no-such-run", "nope.yaml", "{tmp}/results.json"))}
+    assert missing == set(MAINS)
 
 
 def test_the_table_is_big_and_ids_are_unique():

@@ -4,9 +4,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from model.config import from_dict, load_config, to_dict
+from config import Config, from_dict, load_config, to_dict
 from model.gpt import GPT
-from train import Config, resolve
+from train import resolve
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
 

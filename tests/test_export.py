@@ -1,4 +1,4 @@
-"""model/export.py: transformers' Llama, loaded from the exported directory with no custom code,
+"""export/llama.py: transformers' Llama, loaded from the exported directory with no custom code,
 reproduces our logits, greedy generations and token ids."""
 import json
 import shutil
@@ -7,20 +7,19 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import book_texts
 import torch
 import yaml
+from conftest import book_texts
 
 transformers = pytest.importorskip("transformers", reason="transformers is the oracle here (pip install -e '.[dev]')")
 
+from checkpoint import load_model, save_checkpoint
+from config import Config, ModelConfig, PositionConfig, to_dict
 from data import Tokenizer
 from data.tokenizer import train_tokenizer
+from export.llama import main
 from generate import generate_tokens
-from model.checkpoint import load_model, save_checkpoint
-from model.config import ModelConfig, PositionConfig, to_dict
-from model.export import main
 from model.gpt import GPT, RMSNorm
-from train import Config
 
 REPO = Path(__file__).resolve().parents[1]
 VOCAB = 512
@@ -140,7 +139,7 @@ def test_tokenizer_encodes_to_our_ids(rope_export, corpus):
 
 def test_export_refuses_learned_positions(corpus, tmp_path):
     run_dir = make_run(tmp_path, corpus[0], "learned", position="learned")
-    result = subprocess.run([sys.executable, "-m", "model.export", str(run_dir), str(tmp_path / "hf")],
+    result = subprocess.run([sys.executable, "-m", "export", str(run_dir), str(tmp_path / "hf")],
                             cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")

@@ -5,14 +5,14 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import book_texts
 import torch
+from conftest import book_texts
 
 import train
-from data import DataConfig, TokenData, prepare
+from checkpoint import load_model, read_run_config
+from config import DataConfig, ModelConfig, PositionConfig, from_dict
+from data import TokenData, prepare_shards
 from eval import extrapolation, plots, probe, results
-from model.checkpoint import load_model, read_run_config
-from model.config import ModelConfig, PositionConfig, from_dict
 from model.gpt import GPT
 
 REPO = Path(__file__).resolve().parents[1]
@@ -187,7 +187,7 @@ def test_loss_by_position_buckets_cover_the_window_and_average_to_the_loss(repor
 def hand_nll(run_dir: Path, scaling, length: int) -> float:
     """Mean loss over the evaluation windows, computed the plain way with the model's own loss."""
     data_cfg = from_dict(DataConfig, read_run_config(run_dir)["data"], "data")
-    data = TokenData(prepare(data_cfg, progress=False), "test")
+    data = TokenData(prepare_shards(data_cfg, progress=False), "test")
     model = load_model(run_dir, scaling=scaling)
     windows = data.eval_windows(length, max_tokens=BUDGET)
     with torch.no_grad():
@@ -217,7 +217,7 @@ def test_fine_tuned_run_is_evaluated_with_its_own_scaling(runs, report, tmp_path
     extrapolation.main([str(run_dir), "--lengths", "64", "--scaling", "linear", "--max-tokens", "64",
                         "--device", "cpu", "--out", str(tmp_path)])
     (model,) = built
-    assert model.position.scaling == {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": L}
+    assert model.position.scaling.to_dict() == {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": L}
     assert model.position.attention_factor == pytest.approx(0.1 * math.log(2.0) + 1)
 
 
@@ -235,7 +235,7 @@ def test_sliding_window_scores_only_targets_with_full_context(runs, tmp_path):
     run_dir, length, stride = runs / "runs" / "rope", 32, 8
     (r,) = extrapolation.main([str(run_dir), "--lengths", str(length), "--scaling", "none", "--stride", str(stride),
                                "--max-tokens", str(10**9), "--device", "cpu", "--out", str(tmp_path)])
-    data = TokenData(prepare(from_dict(DataConfig, read_run_config(run_dir)["data"], "data"), progress=False), "test")
+    data = TokenData(prepare_shards(from_dict(DataConfig, read_run_config(run_dir)["data"], "data"), progress=False), "test")
     windows = 0  # every window, a document's first included, scores its last `stride` targets
     for a, b in zip(data.doc_offsets[:-1].tolist(), data.doc_offsets[1:].tolist()):
         if b - a > length:
@@ -301,7 +301,7 @@ def test_results_md_gives_mean_and_spread_over_seeds_and_buckets_against_nope():
 
 def test_copy_samples_repeat_the_span_and_the_control_differs_only_there(runs):
     data_cfg = from_dict(DataConfig, read_run_config(runs / "runs" / "rope")["data"], "data")
-    data = TokenData(prepare(data_cfg, progress=False), "test")
+    data = TokenData(prepare_shards(data_cfg, progress=False), "test")
     repeat, control = probe.copy_samples(data, distance=40, span=8, n=4, seed=0)
     assert repeat.shape == control.shape == (4, 48)
     assert torch.equal(repeat[:, 40:], repeat[:, :8])  # the second copy is the first

@@ -12,11 +12,17 @@ import math
 import pytest
 import torch
 
-from model.config import ModelConfig, PositionConfig
+from config import ModelConfig, PositionConfig, ScalingConfig, parse_scaling
 from model.gpt import GPT
 from model.positions import Rope
-from model.rope import (DYNAMIC, SCALINGS, apply_rope, parse_scaling, rope_angles, rope_frequencies,
-                        yarn_correction_range)
+from model.rope import (
+    SCALINGS,
+    apply_rope,
+    check_scaling,
+    rope_angles,
+    rope_frequencies,
+    yarn_correction_range,
+)
 
 HEAD_DIMS = (16, 32, 64, 128)
 THETAS = (10000.0, 500000.0)
@@ -25,7 +31,14 @@ FACTORS = (1, 2, 4, 8, 16)  # transformers accepts any factor >= 1
 
 
 def scaling(kind, factor, L, **extra):
-    return {"type": kind, "factor": factor, "original_max_position_embeddings": L, **extra}
+    return ScalingConfig(kind, factor, L, **extra)
+
+
+def parsed(value):
+    """A scaling as every entry point reads it: parsed, then checked against the registry."""
+    value = parse_scaling(value)
+    check_scaling(value)
+    return value
 
 
 def plain(d, theta=10000.0):
@@ -121,10 +134,13 @@ def test_rope_module_rotates_like_transformers(kind):
     # against Llama's, at 3x the training length. Llama pairs dimension i with i + d/2; ours pairs
     # (2i, 2i+1), so we compare after moving our even dims to the first half and odd dims to the second.
     pytest.importorskip("transformers")
-    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+    from transformers.models.llama.modeling_llama import (
+        LlamaRotaryEmbedding,
+        apply_rotary_pos_emb,
+    )
     d, L, s, T = 16, 16, 4, 48
     cfg = ModelConfig(vocab_size=8, d_model=2 * d, n_heads=2, n_kv_heads=2, max_seq_len=L,
-                      position=PositionConfig(type="rope", scaling={"type": kind, "factor": s}))
+                      position=PositionConfig(type="rope", scaling=ScalingConfig(kind, s)))
     torch.manual_seed(0)
     q, k = torch.randn(1, 2, T, d), torch.randn(1, 2, T, d)  # (B, nh, T, hs)
     positions = torch.arange(T)
@@ -146,7 +162,7 @@ def test_rope_module_rotates_like_transformers(kind):
 def test_factor_one_is_plain_rope(kind):
     # Dynamic methods rescale with the current length even at factor 1, so check them up to L only.
     L = 256
-    seq_lens = (None, L // 2, L) if kind in DYNAMIC else (None, L, 4 * L)
+    seq_lens = (None, L // 2, L) if SCALINGS[kind].dynamic else (None, L, 4 * L)
     for d, T in itertools.product(HEAD_DIMS, seq_lens):
         inv, factor = rope_frequencies(d, 10000.0, scaling(kind, 1, L), seq_len=T)
         torch.testing.assert_close(inv, plain(d), rtol=1e-6, atol=0)
@@ -262,7 +278,7 @@ def test_yarn_betas_move_the_ramp():
 ])
 def test_bad_arguments_raise_with_a_message(head_dim, scale, message):
     with pytest.raises(ValueError, match=message):
-        rope_frequencies(head_dim, 10000.0, scale)
+        rope_frequencies(head_dim, 10000.0, parse_scaling(scale))
 
 
 def test_apply_rope_rotates_interleaved_pairs():
@@ -277,33 +293,34 @@ def test_apply_rope_rotates_interleaved_pairs():
     torch.testing.assert_close(out, expected)
 
 
-# ---------------------------------------------------------------- one rule for a scaling mapping
+# ---------------------------------------------------------------- one typed scaling config
 
 
 def test_rope_type_is_the_same_key_as_type():
-    assert parse_scaling({"rope_type": "yarn", "factor": 4}) == {"type": "yarn", "factor": 4}
+    assert parse_scaling({"rope_type": "yarn", "factor": 4}) == ScalingConfig("yarn", 4)
     (a, fa), (b, fb) = (rope_frequencies(32, 1e4, scaling("yarn", 4, 256)),
-                        rope_frequencies(32, 1e4, {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 256}))
+                        rope_frequencies(32, 1e4, parsed({"rope_type": "yarn", "factor": 4,
+                                                          "original_max_position_embeddings": 256})))
     assert torch.equal(a, b) and fa == fb
     with pytest.raises(ValueError, match="type 'yarn' and rope_type 'linear'"):
         parse_scaling({"type": "yarn", "rope_type": "linear"})
 
 
 @pytest.mark.parametrize("bad, named", [
-    ({"type": "yarn", "factr": 4}, "'factr'"),
+    ({"type": "yarn", "factr": 4}, "scaling.factr"),
     ({"type": "linear", "factor": 4, "beta_fast": 32}, "'beta_fast'"),  # a key of another method
     ({"type": "llama3", "factor": 4, "beta_slow": 1}, "'beta_slow'"),
     ({"type": "rotary"}, "'rotary'"),
     ({"type": "yarn", "factor": 0.5}, "factor must be >= 1"),
-    ({"type": "yarn", "factor": "four"}, "'factor' must be a number"),
+    ({"type": "yarn", "factor": "four"}, "scaling.factor: expected float"),
     ({"type": "yarn", "factor": 4, "beta_fast": 1, "beta_slow": 2}, "beta_fast must be above beta_slow"),
     ({"type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 1}, "high_freq_factor"),
-    ({"type": "ntk", "factor": 2, "original_max_position_embeddings": -1}, "'original_max_position_embeddings'"),
+    ({"type": "ntk", "factor": 2, "original_max_position_embeddings": -1}, "original_max_position_embeddings must be > 0"),
     ("yarn", "a mapping"),
 ])
 def test_a_bad_scaling_is_one_error_naming_the_key(bad, named):
     with pytest.raises(ValueError, match=named):
-        parse_scaling(bad)
+        parsed(bad)
 
 
 def test_every_method_takes_its_own_keys():
@@ -311,5 +328,5 @@ def test_every_method_takes_its_own_keys():
         values = {"beta_fast": 64.0, "beta_slow": 2.0, "attention_factor": 1.2, "low_freq_factor": 1.0,
                   "high_freq_factor": 8.0}
         extra = {k: values[k] for k in method.keys}
-        assert parse_scaling({"type": name, "factor": 2, "original_max_position_embeddings": 64, **extra})["type"] == name
+        assert parsed({"type": name, "factor": 2, "original_max_position_embeddings": 64, **extra}).type == name
     assert rope_frequencies(32, 1e4, scaling("yarn", 4, 256, attention_factor=1.5))[1] == 1.5

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-import train
-from eval.summary import summarize
 from conftest import logged_losses
+
+import checkpoint
+import train
+from checkpoint import load_model, load_state, load_weights
+from config import UserError
+from eval.summary import summarize
 from generate import generate_tokens
-import model.checkpoint as checkpoint
-from model.checkpoint import CheckpointError, load_model, load_state, load_weights
 from model.positions import ENCODINGS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -226,7 +227,7 @@ def test_a_state_file_with_pickled_objects_is_refused(tiny_args, tmp_path):
     run = tmp_path / "p"
     state = run / json.loads((run / "checkpoint.json").read_text())["state"]
     torch.save({"step": 10, "note": fractions.Fraction(1, 3)}, state)
-    with pytest.raises(CheckpointError) as refused:
+    with pytest.raises(UserError) as refused:
         load_state(run)
     message = str(refused.value)
     assert "not a plain checkpoint" in message and "weights_only=False" not in message and "\n" not in message
@@ -259,3 +260,31 @@ def test_repeated_sigkill_while_checkpointing_leaves_a_clean_loadable_run(tiny_a
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(1, 81))  # no step lost or logged twice across the kills
     load_model(run)
+
+
+def test_resume_names_a_weight_the_checkpoint_lacks(tiny_args, tmp_path, capsys):
+    from safetensors.torch import save_file
+    train.main(tiny_args + ["run.name=r", "train.max_steps=10"])
+    run_dir = tmp_path / "r"
+    weights = load_weights(run_dir)
+    del weights["blocks.1.mlp.up_proj.weight"]
+    save_file(weights, run_dir / json.loads((run_dir / "checkpoint.json").read_text())["weights"])
+    for resume in (lambda: train.main(tiny_args + ["run.name=r", "train.max_steps=20", "--resume"]),
+                   lambda: load_model(run_dir)):
+        with pytest.raises((SystemExit, UserError)) as failed:
+            resume()
+        message = last_error(capsys) if failed.type is SystemExit else str(failed.value)
+        assert failed.type is UserError or failed.value.code == 2
+        assert "lacks blocks.1.mlp.up_proj.weight" in message and "\n" not in message
+
+
+def test_init_from_a_shorter_learned_table_extends_it(tiny_args, tmp_path):
+    # The one loader is strict, and says so for a longer context, except where init_from extends a run.
+    train.main(tiny_args + ["run.name=base", "train.max_steps=10", "model.position.type=learned"])
+    longer = ["model.position.type=learned", "model.max_seq_len=128", "train.max_steps=10"]
+    train.main(tiny_args + ["run.name=long", f"train.init_from={tmp_path / 'base'}", *longer])
+    base, long = load_weights(tmp_path / "base"), load_weights(tmp_path / "long")
+    assert base["position.table.weight"].shape[0] == 64 and long["position.table.weight"].shape[0] == 128
+    model = load_model(tmp_path / "base")
+    with pytest.raises(UserError, match="position.table.weight of shape .64, 32., the model .128, 32."):
+        checkpoint.load_weights_into(type(model)(load_model(tmp_path / "long").cfg), tmp_path / "base")

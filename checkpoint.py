@@ -1,4 +1,4 @@
-"""Run directories and checkpoints.
+"""Run directories: their files, checkpoints and the one weight loader.
 
 A run directory holds `config.yaml` (the fully resolved config), `metrics.jsonl`,
 `tokenizer.model`, and the latest checkpoint: `model_<step>.safetensors` (weights),
@@ -9,7 +9,6 @@ last, so a kill at any moment leaves the previous checkpoint loadable.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import pickle
@@ -21,14 +20,19 @@ import yaml
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from .config import ConfigError, ModelConfig, from_dict
-from .gpt import GPT
+from config import (
+    ModelConfig,
+    RunFailed,
+    ScalingConfig,
+    UserError,
+    from_dict,
+    parse_scaling,
+    write_error,
+)
+from model.gpt import GPT
 
 POINTER = "checkpoint.json"
-
-
-class CheckpointError(RuntimeError):
-    """A missing, incomplete or corrupt run directory or checkpoint; one-line message."""
+FROM_RUN = "from-run"  # load_model's default: the scaling the run was trained with
 
 
 def atomic_write(path: Path, write) -> None:
@@ -60,22 +64,6 @@ def weights_of(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
 
 
-def write_error(e: Exception) -> str | None:
-    """What went wrong in a failed write, in a few words; None when `e` is not a failed write.
-    torch.save reports a full disk as a RuntimeError from its zip writer."""
-    if isinstance(e, OSError):
-        if e.errno == errno.ENOSPC:
-            return "no space left on device"
-        if e.errno == errno.EROFS:
-            return "read-only file system"
-        if isinstance(e, PermissionError):
-            return "permission denied"
-        return e.strerror or str(e)
-    if isinstance(e, RuntimeError) and ("unexpected pos" in str(e) or "PytorchStreamWriter failed" in str(e)):
-        return "no space left on device"
-    return None
-
-
 def save_checkpoint(run_dir: Path, model, state: dict, step: int) -> None:
     """Write the step's weights and state, then point checkpoint.json at them and delete the previous
     ones. A failed write (full disk, read-only directory) leaves the previous checkpoint as it was."""
@@ -95,7 +83,7 @@ def save_checkpoint(run_dir: Path, model, state: dict, step: int) -> None:
                 with contextlib.suppress(OSError):
                     (run_dir / name).unlink(missing_ok=True)
         kept = f"the step {previous['step']} checkpoint is kept" if previous else "there is no earlier checkpoint"
-        raise CheckpointError(f"{reason} while saving the step {step} checkpoint in {run_dir}; {kept}") from None
+        raise RunFailed(f"{reason} while saving the step {step} checkpoint in {run_dir}; {kept}") from None
     if previous and previous["step"] != step:
         for name in (previous["weights"], previous["state"]):
             with contextlib.suppress(OSError):  # a leftover is removed at the next start (remove_leftovers)
@@ -121,16 +109,16 @@ def remove_leftovers(run_dir: Path) -> list[str]:
 def read_pointer(run_dir: Path) -> dict:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise CheckpointError(f"run directory not found: {run_dir}")
+        raise UserError(f"run directory not found: {run_dir}")
     try:
         pointer = json.loads((run_dir / POINTER).read_text())
     except FileNotFoundError:
-        raise CheckpointError(f"no checkpoint in {run_dir} (missing {POINTER}); has it trained yet?") from None
+        raise UserError(f"no checkpoint in {run_dir} (missing {POINTER}); has it trained yet?") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{run_dir / POINTER} is corrupt ({e})") from None
+        raise UserError(f"{run_dir / POINTER} is corrupt ({e})") from None
     if not (isinstance(pointer, dict) and isinstance(pointer.get("step"), int)
             and all(isinstance(pointer.get(k), str) for k in ("weights", "state"))):
-        raise CheckpointError(f"{run_dir / POINTER} is corrupt (expected step, weights and state)")
+        raise UserError(f"{run_dir / POINTER} is corrupt (expected step, weights and state)")
     return pointer
 
 
@@ -140,12 +128,12 @@ def load_state(run_dir: Path) -> dict:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
-        raise CheckpointError(f"checkpoint state missing: {path}") from None
+        raise UserError(f"checkpoint state missing: {path}") from None
     except pickle.UnpicklingError:  # torch's advice here is to unpickle it anyway: we do not
-        raise CheckpointError(f"{path} is not a plain checkpoint state (it holds pickled Python objects); "
+        raise UserError(f"{path} is not a plain checkpoint state (it holds pickled Python objects); "
                               f"it will not be unpickled") from None
     except Exception as e:
-        raise CheckpointError(f"cannot read checkpoint state {path}: {str(e).splitlines()[0]}") from None
+        raise UserError(f"cannot read checkpoint state {path}: {str(e).splitlines()[0]}") from None
 
 
 def load_weights(run_dir: Path) -> dict[str, torch.Tensor]:
@@ -154,46 +142,65 @@ def load_weights(run_dir: Path) -> dict[str, torch.Tensor]:
     try:
         return load_file(path)
     except FileNotFoundError:
-        raise CheckpointError(f"checkpoint weights missing: {path}") from None
+        raise UserError(f"checkpoint weights missing: {path}") from None
     except (SafetensorError, OSError, ValueError) as e:
-        raise CheckpointError(f"corrupt checkpoint {path}: {str(e).splitlines()[0]}") from None
+        raise UserError(f"corrupt checkpoint {path}: {str(e).splitlines()[0]}") from None
 
 
 def read_run_config(run_dir: Path) -> dict:
     path = Path(run_dir) / "config.yaml"
     if not Path(run_dir).is_dir():
-        raise CheckpointError(f"run directory not found: {run_dir}")
+        raise UserError(f"run directory not found: {run_dir}")
     if not path.is_file():
-        raise CheckpointError(f"{run_dir} is not a run directory (no config.yaml)")
+        raise UserError(f"{run_dir} is not a run directory (no config.yaml)")
     try:
         return yaml.safe_load(path.read_text())
     except yaml.YAMLError:
-        raise CheckpointError(f"{path} is not valid YAML") from None
+        raise UserError(f"{path} is not valid YAML") from None
 
 
-def model_config(run_dir: Path, scaling: dict | None | str = "from-run") -> ModelConfig:
-    """The run's ModelConfig; `scaling` replaces its RoPE scaling unless left at "from-run"."""
+def model_config(run_dir: Path, scaling: ScalingConfig | dict | None | str = FROM_RUN) -> ModelConfig:
+    """The run's ModelConfig; `scaling` replaces its RoPE scaling unless left at FROM_RUN."""
     section = read_run_config(run_dir)
     if not isinstance(section, dict) or not isinstance(section.get("model"), dict):
-        raise CheckpointError(f"{run_dir}/config.yaml has no model section")
+        raise UserError(f"{run_dir}/config.yaml has no model section")
     try:
         cfg = from_dict(ModelConfig, section["model"], "model")
-    except ConfigError as e:
-        raise CheckpointError(f"{run_dir}/config.yaml: {e}") from None
-    if scaling != "from-run":
-        cfg.position.scaling = scaling
+    except UserError as e:
+        raise UserError(f"{run_dir}/config.yaml: {e}") from None
+    if scaling != FROM_RUN:
+        cfg.position.scaling = parse_scaling(scaling)
     return cfg
 
 
-def load_model(run_dir: Path, scaling: dict | None | str = "from-run", device="cpu") -> GPT:
+def load_weights_into(model: GPT, run_dir: Path, extend: bool = False) -> None:
+    """The one weight loader (resume, init_from, generate, eval, export): the latest checkpoint of
+    `run_dir` into `model`, strictly. Every weight must be there with the model's shape, and nothing
+    else. `extend` (a context-extension fine-tune) lets a learned position table be shorter than the
+    model's: it fills the first positions and the rest keep their initial values."""
+    weights = load_weights(run_dir)
+    weights["lm_head.weight"] = weights.get("embed.weight")  # tied: stored once
+    expected = model.state_dict()
+    missing = [k for k in expected if weights.get(k) is None]
+    unexpected = [k for k in weights if k not in expected]
+    if missing or unexpected:
+        what = [f"lacks {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}"] if missing else []
+        what += [f"has {', '.join(unexpected[:3])}{' ...' if len(unexpected) > 3 else ''} that the model has not"] if unexpected else []
+        raise UserError(f"the checkpoint in {run_dir} {' and '.join(what)} (a run of another architecture?)")
+    for name, target in expected.items():
+        tensor = weights[name]
+        if tensor.shape == target.shape:
+            continue
+        if extend and name == "position.table.weight" and tensor.shape[0] < target.shape[0]:
+            weights[name] = torch.cat([tensor, target[tensor.shape[0]:].to(tensor.dtype)])
+            continue
+        raise UserError(f"the checkpoint in {run_dir} has {name} of shape {tuple(tensor.shape)}, the model "
+                        f"{tuple(target.shape)} (does config.yaml match the weights?)")
+    model.load_state_dict(weights, strict=True)
+
+
+def load_model(run_dir: Path, scaling: ScalingConfig | dict | None | str = FROM_RUN, device="cpu") -> GPT:
     """The latest checkpoint of a run as an eval-mode GPT, optionally with another RoPE scaling."""
     model = GPT(model_config(run_dir, scaling))
-    try:
-        missing, unexpected = model.load_state_dict(load_weights(run_dir), strict=False)
-    except RuntimeError as e:  # shape mismatch
-        raise CheckpointError(f"checkpoint in {run_dir} does not match its config.yaml: "
-                              f"{str(e).splitlines()[-1].strip()}") from None
-    if set(missing) - {"lm_head.weight"} or unexpected:
-        raise CheckpointError(f"checkpoint in {run_dir} does not match its config.yaml "
-                              f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
+    load_weights_into(model, run_dir)
     return model.to(device).eval()

@@ -1,6 +1,6 @@
 """Export a run to a Hugging Face Llama directory that transformers loads with no custom code.
 
-    python -m model.export runs/tiny exports/tiny
+    python -m export runs/tiny exports/tiny
 
 Writes config.json (`LlamaForCausalLM`), generation_config.json, model.safetensors, and the
 tokenizer as tokenizer.json + tokenizer_config.json (plus our tokenizer.model for sentencepiece
@@ -26,41 +26,37 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import sentencepiece as spm
 import torch
 from safetensors.torch import save_file
 
-from .checkpoint import CheckpointError, atomic_write, atomic_write_text, load_model, model_config, write_error
-from .config import ArgumentParser, ModelConfig
-from .gpt import GPT
-from .rope import parse_scaling
+from checkpoint import atomic_write, atomic_write_text, load_model, model_config
+from config import ArgumentParser, ModelConfig, ScalingConfig, UserError, run_cli
+from export.tokenizer import tokenizer_config, tokenizer_json
+from model.gpt import GPT
+from model.rope import SCALINGS
+
+# transformers has a rope_type for these; static NTK is plain RoPE with a larger base
+EXPORTABLE_SCALINGS = ("ntk", *(name for name, method in SCALINGS.items() if method.hf_name))
 
 
-class ExportError(ValueError):
-    """A run that a transformers Llama cannot represent; one-line message."""
-
-
-EXPORTABLE_SCALINGS = ("none", "linear", "ntk", "dynamic", "yarn", "llama3")
-
-
-def scaling_kind(scaling: dict | None) -> str:
-    return (parse_scaling(scaling) or {}).get("type", "none")
+def scaling_kind(scaling: ScalingConfig | None) -> str:
+    return scaling.type if scaling else "none"
 
 
 def check_exportable(cfg: ModelConfig) -> None:
     if cfg.position.type != "rope":
-        raise ExportError(f"cannot export a model with {cfg.position.type!r} positions: transformers' Llama "
-                          f"has rotary positions only (learned, sinusoidal, alibi and nope cannot be expressed)")
+        raise UserError(f"cannot export a model with {cfg.position.type!r} positions: transformers' Llama "
+                        f"has rotary positions only (learned, sinusoidal, alibi and nope cannot be expressed)")
     kind = scaling_kind(cfg.position.scaling)
     if kind not in EXPORTABLE_SCALINGS:
-        raise ExportError(f"RoPE scaling {kind!r} has no transformers equivalent; "
-                          f"exportable: {', '.join(EXPORTABLE_SCALINGS)}")
+        raise UserError(f"RoPE scaling {kind!r} has no transformers equivalent; "
+                        f"exportable: {', '.join(EXPORTABLE_SCALINGS)}")
 
 
-def rope_settings(cfg: ModelConfig, scaling: dict) -> tuple[dict, dict | None, int]:
+def rope_settings(cfg: ModelConfig, scaling: ScalingConfig | None) -> tuple[dict, dict | None, int]:
     """(rope_parameters for transformers >= 5, rope_scaling for 4.x, max_position_embeddings).
 
     `scaling` is the run's resolved scaling (original_max_position_embeddings filled in). As in
@@ -74,26 +70,26 @@ def rope_settings(cfg: ModelConfig, scaling: dict) -> tuple[dict, dict | None, i
     kind = scaling_kind(scaling)
     if kind == "none":
         return {"rope_type": "default", "rope_theta": theta}, None, cfg.max_seq_len
-    factor = float(scaling.get("factor", 1.0))
-    original = scaling["original_max_position_embeddings"]
+    factor, original = float(scaling.factor), scaling.original_max_position_embeddings
     if kind == "ntk":
         # Static NTK is plain RoPE with a larger base and needs no scaling entry.
         return {"rope_type": "default", "rope_theta": theta * factor ** (d / (d - 2))}, None, round(original * factor)
-    if kind not in ("linear", "dynamic", "yarn", "llama3"):
-        raise ExportError(f"RoPE scaling {kind!r} has no transformers equivalent")
-    legacy = {"type": kind, "rope_type": kind, "factor": factor}
+    hf_name = SCALINGS[kind].hf_name
+    if hf_name is None:
+        raise UserError(f"RoPE scaling {kind!r} has no transformers equivalent")
+    legacy = {"type": hf_name, "rope_type": hf_name, "factor": factor}
     if kind == "yarn":
-        legacy.update({k: scaling[k] for k in ("beta_fast", "beta_slow") if scaling.get(k) is not None})
+        legacy.update({k: getattr(scaling, k) for k in ("beta_fast", "beta_slow") if getattr(scaling, k) is not None})
     if kind == "llama3":  # transformers requires both factors and the original length
-        legacy.update(low_freq_factor=scaling.get("low_freq_factor") or 1.0,
-                      high_freq_factor=scaling.get("high_freq_factor") or 4.0, original_max_position_embeddings=original)
+        legacy.update(low_freq_factor=scaling.low_freq_factor or 1.0,
+                      high_freq_factor=scaling.high_freq_factor or 4.0, original_max_position_embeddings=original)
     params = {"rope_theta": theta, **{k: v for k, v in legacy.items() if k != "type"}}
     if kind == "yarn":  # linear would warn about it as an unknown key, dynamic has no use for it
         params["original_max_position_embeddings"] = original
     return params, legacy, original
 
 
-def llama_config(cfg: ModelConfig, scaling: dict, bos_id: int, eos_id: int) -> dict:
+def llama_config(cfg: ModelConfig, scaling: ScalingConfig | None, bos_id: int, eos_id: int) -> dict:
     rope, legacy_scaling, max_positions = rope_settings(cfg, scaling)
     return {
         "architectures": ["LlamaForCausalLM"],
@@ -158,92 +154,23 @@ def llama_weights(model: GPT) -> dict[str, torch.Tensor]:
 
 # ----------------------------------------------------------------------------- tokenizer
 
-def bpe_merges(sp: spm.SentencePieceProcessor) -> list[list[str]]:
-    """Every split of a learned piece into two pieces, ranked as sentencepiece merges: by the score
-    of the merged piece (higher first), then by the ids of its halves."""
-    def ordinary(i):
-        return not (sp.is_control(i) or sp.is_unknown(i) or sp.is_byte(i))
-    ids = {sp.id_to_piece(i): i for i in range(sp.vocab_size()) if ordinary(i)}
-    ranked = []
-    for piece, i in ids.items():
-        for cut in range(1, len(piece)):
-            left, right = piece[:cut], piece[cut:]
-            if left in ids and right in ids:
-                ranked.append((-sp.get_score(i), i, ids[left], ids[right], [left, right]))
-    return [merge for *_, merge in sorted(ranked)]
-
-
-def tokenizer_json(sp: spm.SentencePieceProcessor) -> dict:
-    """A `tokenizers` BPE that encodes exactly like our sentencepiece model: no normalisation but
-    spaces shown as U+2581, no dummy prefix and no pre-splitting (sentencepiece BPE merges across
-    the whole text; its pieces never straddle a word boundary), byte fallback for the rest."""
-    special = [i for i in range(sp.vocab_size()) if sp.is_control(i) or sp.is_unknown(i)]
-    bos = sp.id_to_piece(sp.bos_id())
-    return {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": [{"id": i, "content": sp.id_to_piece(i), "single_word": False, "lstrip": False,
-                          "rstrip": False, "normalized": False, "special": True} for i in special],
-        "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
-        "pre_tokenizer": None,
-        # Every training document starts with BOS (data/shards.py), so a prompt should too.
-        "post_processor": {
-            "type": "TemplateProcessing",
-            "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
-            "pair": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
-                     {"SpecialToken": {"id": bos, "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
-            "special_tokens": {bos: {"id": bos, "ids": [sp.bos_id()], "tokens": [bos]}},
-        },
-        "decoder": {"type": "Sequence", "decoders": [
-            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
-            {"type": "ByteFallback"},
-            {"type": "Fuse"},
-        ]},
-        "model": {
-            "type": "BPE", "dropout": None, "unk_token": sp.id_to_piece(sp.unk_id()),
-            "continuing_subword_prefix": None, "end_of_word_suffix": None,
-            "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
-            "vocab": {sp.id_to_piece(i): i for i in range(sp.vocab_size())},
-            "merges": bpe_merges(sp),
-        },
-    }
-
-
-def tokenizer_config(sp: spm.SentencePieceProcessor, max_len: int) -> dict:
-    return {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "bos_token": sp.id_to_piece(sp.bos_id()),
-        "eos_token": sp.id_to_piece(sp.eos_id()),
-        "unk_token": sp.id_to_piece(sp.unk_id()),
-        "add_bos_token": True,
-        "add_eos_token": False,
-        # sentencepiece reads a literal "<s>" in text as characters, never as the control token.
-        "split_special_tokens": True,
-        "clean_up_tokenization_spaces": False,
-        "model_max_length": max_len,
-    }
-
-
-# ----------------------------------------------------------------------------- export
-
 def export(run_dir: Path, out_dir: Path) -> Path:
     """Write the Hugging Face directory for the latest checkpoint of `run_dir`; returns `out_dir`."""
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
-        raise ExportError(f"out_dir {out_dir} is an existing file, not a directory")
+        raise UserError(f"out_dir {out_dir} is an existing file, not a directory")
     check_exportable(model_config(run_dir))
     tok_path = run_dir / "tokenizer.model"
     if not tok_path.is_file():
-        raise CheckpointError(f"no tokenizer.model in {run_dir}")
+        raise UserError(f"no tokenizer.model in {run_dir}")
     try:
         sp = spm.SentencePieceProcessor(model_file=str(tok_path))
     except (OSError, RuntimeError) as e:
-        raise CheckpointError(f"cannot read {tok_path}: {str(e).splitlines()[0]}") from None
+        raise UserError(f"cannot read {tok_path}: {str(e).splitlines()[0]}") from None
     model = load_model(run_dir)
     cfg = model.cfg
     if sp.vocab_size() != cfg.vocab_size:
-        raise CheckpointError(f"{tok_path} has {sp.vocab_size()} tokens but the model {cfg.vocab_size}")
+        raise UserError(f"{tok_path} has {sp.vocab_size()} tokens but the model {cfg.vocab_size}")
 
     config = llama_config(cfg, model.position.scaling, sp.bos_id(), sp.eos_id())
     context = round(config["max_position_embeddings"] * (config["rope_scaling"] or {}).get("factor", 1.0))
@@ -265,16 +192,7 @@ def main(argv=None):
     parser.add_argument("run_dir", type=Path, help="a run directory written by train.py")
     parser.add_argument("out_dir", type=Path, help="where to write the Hugging Face files")
     args = parser.parse_args(argv)
-    try:
-        out = export(args.run_dir, args.out_dir)
-    except (CheckpointError, ExportError) as e:
-        print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
-        sys.exit(2)
-    except OSError as e:  # a full disk, or an out_dir we may not write
-        if write_error(e) is None:
-            raise
-        print(f"error: {write_error(e)} while writing {e.filename or args.out_dir}", file=sys.stderr)
-        sys.exit(1)
+    out = run_cli(lambda: export(args.run_dir, args.out_dir))
     print(f"exported {args.run_dir} to {out} (LlamaForCausalLM)")
 
 

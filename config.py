@@ -1,0 +1,387 @@
+"""The config layer, at the bottom of the project: it imports nothing else of it.
+
+Every section of a run as a dataclass (run, data, model with its position and RoPE scaling, train),
+the YAML + dotted-override loader, the two error types and the command-line conventions they map to:
+
+    cfg = load_config(Config, "configs/tiny.yaml", ["train.max_steps=50"]).resolve()
+
+Unknown keys, wrong types and values out of range are a `UserError` whose one-line message names the
+key. Checks that need another module (an encoding or scaling name, a base run's length) are made
+where that module is used (model/positions.py, model/rope.py, train.py).
+
+Every command line runs its work through `run_cli`: a `UserError` (bad input, a missing or corrupt
+run) is one line on stderr and exit code 2; a `RunFailed` (divergence, a full disk) one line and 1.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import errno
+import math
+import sys
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal, TypeVar
+
+import yaml
+
+
+class UserError(ValueError):
+    """A mistake a user can make (a bad config, option or path, a missing or corrupt run): one line, exit 2."""
+
+
+class RunFailed(RuntimeError):
+    """A run that started and failed (divergence, a full disk): one line, exit 1, finished work kept."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, but a bad command line is one line on stderr (exit code 2), not usage + error."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} (see --help)\n")
+
+
+T = TypeVar("T")
+
+
+def write_error(e: BaseException) -> str | None:
+    """What went wrong in a failed write, in a few words; None when `e` is not a failed write.
+    torch.save reports a full disk as a RuntimeError from its zip writer."""
+    if isinstance(e, OSError):
+        if e.errno == errno.ENOSPC:
+            return "no space left on device"
+        if e.errno == errno.EROFS:
+            return "read-only file system"
+        if isinstance(e, PermissionError):
+            return "permission denied"
+        return e.strerror or str(e)
+    if isinstance(e, RuntimeError) and ("unexpected pos" in str(e) or "PytorchStreamWriter failed" in str(e)):
+        return "no space left on device"
+    return None
+
+
+def run_cli(work: Callable[[], T]) -> T:
+    """Run a command's work; a UserError exits 2, a RunFailed or a failed write 1, each as one line."""
+    try:
+        return work()
+    except UserError as e:
+        message, code = str(e), 2
+    except RunFailed as e:
+        message, code = str(e), 1
+    except OSError as e:
+        if write_error(e) is None:
+            raise
+        message, code = f"{write_error(e)} while writing {e.filename or 'the output'}", 1
+    print(f"error: {message.splitlines()[0] if message else 'failed'}", file=sys.stderr)
+    sys.exit(code)
+
+
+def check(ok: bool, key: str, accepts: str, value: Any) -> None:
+    """Raise UserError naming `key` and what it accepts unless `ok`."""
+    if not ok:
+        raise UserError(f"{key} must be {accepts}, got {value!r}")
+
+
+def positive(value, key: str) -> None:
+    check(value > 0, key, "> 0", value)  # `not NaN > 0`, so NaN is refused too
+
+
+@dataclass
+class RunConfig:
+    name: str = "tiny"
+    out_dir: str = "runs"
+    seed: int = 1337
+    device: str = "auto"  # auto: cuda, then mps, then cpu
+    compile: bool = False
+    wandb: bool = False
+    wandb_project: str = "positional-encodings"
+
+    def validate(self) -> None:
+        check(bool(self.name) and "/" not in self.name and self.name not in (".", ".."), "run.name",
+              "a plain directory name", self.name)
+        check(self.seed >= 0, "run.seed", ">= 0", self.seed)
+        run_dir = Path(self.out_dir) / self.name
+        for path, key in ((Path(self.out_dir), "run.out_dir"), (run_dir, "run.out_dir/run.name")):
+            if path.exists() and not path.is_dir():
+                raise UserError(f"{key}: {path} is a file, not a directory")
+
+
+@dataclass
+class DataConfig:
+    source: str = "shakespeare"  # shakespeare | a local file, folder or glob | hf:NAME[:CONFIG]
+    vocab_size: int = 4096
+    cache_dir: str = ".cache/data"
+    val_fraction: float = 0.05  # by document, when the source has no split of its own
+    test_fraction: float = 0.07
+    max_documents: int | None = None  # cap per split, for large hf: datasets
+
+    def validate(self) -> None:
+        check(bool(self.source), "data.source", "shakespeare, a local file, folder or glob, or hf:NAME[:CONFIG]",
+              self.source)
+        check(self.vocab_size >= 260, "data.vocab_size", "above 259 (256 byte tokens + unk, bos, eos)",
+              self.vocab_size)
+        for key in ("val_fraction", "test_fraction"):
+            check(0 <= getattr(self, key) < 1, f"data.{key}", "in [0, 1)", getattr(self, key))
+        check(self.val_fraction + self.test_fraction < 1, "data.val_fraction + data.test_fraction", "below 1",
+              self.val_fraction + self.test_fraction)
+        if self.max_documents is not None:
+            positive(self.max_documents, "data.max_documents")
+        if Path(self.cache_dir).exists() and not Path(self.cache_dir).is_dir():
+            raise UserError(f"data.cache_dir {self.cache_dir!r} is a file, not a directory")
+
+
+@dataclass
+class ScalingConfig:
+    """A RoPE scaling with Hugging Face's key names, e.g. {type: yarn, factor: 4}. Every key a method
+    may take is a field; which belong to which method, the method names and the ranges are checked by
+    model/rope.py's registry (`check_scaling`), where the methods live. Hugging Face's `rope_type` is
+    read as `type`."""
+    type: str = "none"
+    factor: float = 1.0
+    original_max_position_embeddings: int | None = None  # L; filled from the run when left out
+    beta_fast: float | None = None  # yarn
+    beta_slow: float | None = None  # yarn
+    attention_factor: float | None = None  # yarn
+    low_freq_factor: float | None = None  # llama3
+    high_freq_factor: float | None = None  # llama3
+
+    def to_dict(self) -> dict:
+        """The keys that are set, as a user would write them."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+def parse_scaling(value: Any, key: str = "scaling") -> ScalingConfig | None:
+    """A scaling from a mapping, YAML text (`--rope-scaling "{type: yarn, factor: 4}"`), a ScalingConfig
+    or None (or "none"): the one parser for config files, overrides, command lines and saved runs."""
+    if isinstance(value, str):
+        try:
+            value = yaml.safe_load(value)
+        except yaml.YAMLError as e:
+            raise UserError(f"{key}: cannot parse {value!r} as YAML ({e.problem})") from None
+    if value is None or value == "none" or isinstance(value, ScalingConfig):
+        return value if isinstance(value, ScalingConfig) else None
+    if not isinstance(value, dict):
+        raise UserError(f"{key}: a RoPE scaling is a mapping such as {{type: yarn, factor: 4}}, got {value!r}")
+    value = dict(value)
+    if "rope_type" in value:
+        alias = value.pop("rope_type")
+        if value.setdefault("type", alias) != alias:
+            raise UserError(f"{key}: type {value['type']!r} and rope_type {alias!r} disagree; give one")
+    return from_dict(ScalingConfig, value, key)
+
+
+@dataclass
+class PositionConfig:
+    type: str = "rope"  # a name in model/positions.py's registry
+    theta: float = 10000.0
+    # Applied at load time for evaluation and generation, or here in a context-extension fine-tune.
+    scaling: ScalingConfig | None = None
+
+    def __post_init__(self):  # a mapping written in Python is parsed like one written in YAML
+        self.scaling = parse_scaling(self.scaling, "model.position.scaling")
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int | None = None  # filled in from data.vocab_size by Config.resolve
+    d_model: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    n_kv_heads: int = 2
+    max_seq_len: int = 256
+    ffn_hidden: int | None = None  # SwiGLU width; None -> 8/3 * d_model rounded up to a multiple of 64
+    norm_eps: float = 1e-5
+    dropout: float = 0.0
+    init_std: float = 0.02  # std of every weight at init (GPT-2); sets the token scale additive encodings match
+    position: PositionConfig = field(default_factory=PositionConfig)
+
+    def __post_init__(self):
+        if self.ffn_hidden is None:
+            self.ffn_hidden = 64 * -(-(8 * self.d_model // 3) // 64)
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    def validate(self) -> None:
+        """Shapes and ranges; the encoding and scaling names are checked by model/ (positions.check)."""
+        if self.vocab_size is not None:
+            positive(self.vocab_size, "model.vocab_size")
+        for key in ("d_model", "n_layers", "n_heads", "n_kv_heads", "max_seq_len", "ffn_hidden", "norm_eps",
+                    "init_std"):
+            positive(getattr(self, key), f"model.{key}")
+        check(0 <= self.dropout < 1, "model.dropout", "in [0, 1)", self.dropout)
+        check(math.isfinite(self.init_std), "model.init_std", "finite", self.init_std)
+        positive(self.position.theta, "model.position.theta")
+        if self.d_model % self.n_heads:
+            raise UserError(f"model.d_model ({self.d_model}) must be divisible by model.n_heads ({self.n_heads})")
+        if self.n_heads % self.n_kv_heads:
+            raise UserError(f"model.n_heads ({self.n_heads}) must be a multiple of model.n_kv_heads ({self.n_kv_heads})")
+        if self.position.scaling is not None and self.position.type != "rope":
+            raise UserError(f"model.position.scaling applies to rope only, not {self.position.type!r}")
+
+
+@dataclass
+class TrainConfig:
+    batch_size: int = 16  # sequences per micro-step (per process)
+    grad_accum: int = 1  # micro-steps per optimizer step, split across DDP processes
+    max_steps: int = 1000
+    lr: float = 1e-3
+    min_lr: float = 1e-4
+    warmup_steps: int = 100
+    decay_steps: int | None = None  # length of the cosine decay; None -> max_steps
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    log_every: int = 10
+    eval_every: int = 200
+    eval_tokens: int = 16384  # validation tokens per evaluation
+    ckpt_every: int = 200
+    init_from: str | None = None  # a run directory to start from (context-extension fine-tuning)
+
+    def validate(self) -> None:
+        for key in ("batch_size", "grad_accum", "max_steps", "log_every", "eval_every", "ckpt_every", "eval_tokens"):
+            check(getattr(self, key) >= 1, f"train.{key}", ">= 1", getattr(self, key))
+        check(self.decay_steps is None or self.decay_steps >= 1, "train.decay_steps", ">= 1 or null", self.decay_steps)
+        check(self.warmup_steps >= 0, "train.warmup_steps", ">= 0", self.warmup_steps)
+        check(0 < self.lr < math.inf, "train.lr", "a finite number > 0", self.lr)
+        check(0 <= self.min_lr <= self.lr, "train.min_lr", f"in [0, train.lr = {self.lr}]", self.min_lr)
+        for key in ("beta1", "beta2"):
+            check(0 < getattr(self, key) < 1, f"train.{key}", "in (0, 1)", getattr(self, key))
+        for key in ("weight_decay", "grad_clip"):
+            check(0 <= getattr(self, key) < math.inf, f"train.{key}", "a finite number >= 0", getattr(self, key))
+        check(self.init_from is None or bool(self.init_from), "train.init_from", "a run directory or null",
+              self.init_from)
+
+
+@dataclass
+class Config:
+    """A training run: what train.py reads from YAML + overrides and writes as the run's config.yaml."""
+    run: RunConfig = field(default_factory=RunConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def resolve(self) -> Config:
+        """Check every section and fill model.vocab_size from data.vocab_size."""
+        self.run.validate()
+        self.data.validate()
+        self.train.validate()
+        if self.model.vocab_size is None:
+            self.model.vocab_size = self.data.vocab_size
+        elif self.model.vocab_size != self.data.vocab_size:
+            raise UserError(f"model.vocab_size ({self.model.vocab_size}) differs from data.vocab_size "
+                            f"({self.data.vocab_size}); set data.vocab_size only")
+        self.model.validate()
+        return self
+
+
+def _check_type(value: Any, tp: Any, key: str) -> Any:
+    """Return `value` converted to `tp`, or raise UserError naming `key`."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in typing.get_args(tp):
+            return None
+        errors = []
+        for arg in typing.get_args(tp):
+            if arg is type(None):
+                continue
+            try:
+                return _check_type(value, arg, key)
+            except UserError as e:
+                errors.append(str(e))
+        if len(errors) == 1:
+            raise UserError(errors[0])
+        raise UserError(f"{key}: wrong type {type(value).__name__} ({value!r})")
+    if origin is Literal:
+        if value not in typing.get_args(tp):
+            raise UserError(f"{key}: {value!r} is not one of {', '.join(map(str, typing.get_args(tp)))}")
+        return value
+    if tp is ScalingConfig:
+        return parse_scaling(value, key)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise UserError(f"{key}: expected a mapping, got {type(value).__name__} ({value!r})")
+        return from_dict(tp, value, key)
+    if tp is float and not isinstance(value, bool):
+        if isinstance(value, int):
+            return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads 1e4 as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    expected = origin or tp
+    if expected is Any:
+        return value
+    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+        raise UserError(f"{key}: expected {getattr(expected, '__name__', expected)}, "
+                          f"got {type(value).__name__} ({value!r})")
+    return value
+
+
+def from_dict(cls, data: dict, prefix: str = ""):
+    """Build dataclass `cls` from a (nested) dict, rejecting unknown keys and wrong types."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        key = f"{prefix}.{unknown[0]}" if prefix else unknown[0]
+        raise UserError(f"unknown config key {key!r}; valid keys here: {', '.join(sorted(names))}")
+    kwargs = {k: _check_type(v, hints[k], f"{prefix}.{k}" if prefix else k) for k, v in data.items()}
+    return cls(**kwargs)
+
+
+def to_dict(obj) -> dict:
+    """A config as nested plain values (what config.yaml holds); a scaling keeps only the keys it sets."""
+    out = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, ScalingConfig):
+            value = value.to_dict()
+        elif dataclasses.is_dataclass(value):
+            value = to_dict(value)
+        out[f.name] = value
+    return out
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """Apply `dotted.key=value` overrides (values parsed as YAML) to a nested dict in place."""
+    for item in overrides:
+        if "=" not in item:
+            raise UserError(f"override {item!r} is not of the form dotted.key=value")
+        key, raw = item.split("=", 1)
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError as e:
+            raise UserError(f"override {key}: cannot parse {raw!r} as YAML ({e.problem})") from None
+        node = data
+        *parents, leaf = key.split(".")
+        for i, part in enumerate(parents):
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise UserError(f"override {key}: {'.'.join(parents[:i + 1])} is not a section")
+        node[leaf] = value
+    return data
+
+
+def read_yaml(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise UserError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a mapping of sections at the top level")
+    return data
+
+
+def load_config(cls, path: str | Path | None, overrides: list[str] = ()):
+    """YAML file (or defaults when `path` is None) + dotted overrides -> dataclass `cls`."""
+    data = read_yaml(path) if path is not None else {}
+    return from_dict(cls, apply_overrides(data, list(overrides)))

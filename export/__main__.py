@@ -1,0 +1,3 @@
+from export.llama import main
+
+main()

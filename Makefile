@@ -2,19 +2,22 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-# The CPU wheel keeps a laptop install small; on a CUDA machine use TORCH=torch (the default build).
+# The torch requirement pip installs first (see the README's Install section for CPU and CUDA builds).
 TORCH ?= torch==2.13.0
+# The install marker names the torch choice, so `make demo TORCH=...` reinstalls after a first install.
+MARKER := $(VENV)/.installed-$(shell printf '%s' '$(TORCH)' | md5sum | cut -c1-12)
 
 .PHONY: install demo test extrapolation study-eval study-probe visualize clean
 
-$(VENV)/.installed: pyproject.toml
+$(MARKER): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH)"
 	$(PY) -m pip install -q -e ".[dev]"
+	rm -f $(VENV)/.installed*
 	touch $@
 
-install: $(VENV)/.installed
+install: $(MARKER)
 
 # Prepare Shakespeare, train configs/tiny.yaml on the CPU, evaluate extrapolation, generate a sample.
 demo: install

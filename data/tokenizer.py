@@ -35,16 +35,25 @@ TOKENIZER_SETTINGS = dict(
 )
 
 
-def training_lines(texts: list[str]):
-    """Sentencepiece learns from lines; a newline never becomes part of a piece (it falls back to a byte)."""
+MAX_TRAINING_CHARS = 200_000_000  # the tokenizer learns from at most this much of the training split
+
+
+def training_lines(texts):
+    """Sentencepiece learns from lines; a newline never becomes part of a piece (it falls back to a byte).
+    It holds every line it is given in memory, so a larger corpus gives it only its first
+    MAX_TRAINING_CHARS characters."""
     limit = TOKENIZER_SETTINGS["max_sentence_length"] // 4  # characters, at most 4 bytes each
+    budget = MAX_TRAINING_CHARS
     for text in texts:
-        for line in text.splitlines():
+        for line in str(text).splitlines():
             for i in range(0, len(line), limit):
+                if budget <= 0:
+                    return
+                budget -= len(line[i:i + limit])
                 yield line[i:i + limit]
 
 
-def train_tokenizer(texts: list[str], vocab_size: int, path_prefix: Path, verbose: bool = False) -> Path:
+def train_tokenizer(texts, vocab_size: int, path_prefix: Path, verbose: bool = False) -> Path:
     """Train on `texts` and write `<path_prefix>.model`; returns that path."""
     settings = dict(TOKENIZER_SETTINGS)
     spm.set_random_generator_seed(settings.pop("seed"))

@@ -26,8 +26,14 @@ from model.gpt import GPT, flops_per_token
 from model.positions import ENCODINGS
 from model.positions import check as check_model
 
-# bf16 dense peak FLOP/s by device-name substring (vendor datasheets).
-PEAK_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L4": 121e12, "4090": 165e12, "A10G": 70e12}
+# Dense bf16 tensor-core peak FLOP/s (no sparsity) from the vendors' data sheets, keyed by a substring
+# of torch.cuda.get_device_name(); the first match wins, so the more specific names come first.
+PEAK_FLOPS = {
+    "H100 PCIe": 756e12, "H100": 989e12,  # plain "H100": the SXM part ("NVIDIA H100 80GB HBM3")
+    "H800 PCIe": 756e12, "H800": 989e12, "H200": 989e12, "GH200": 989e12,
+    "A100": 312e12, "A800": 312e12, "L40S": 362e12, "L40": 181e12, "L4": 121e12,
+    "A10G": 70e12, "A10": 125e12, "RTX 4090": 165e12, "RTX 3090": 71e12,
+}
 
 
 def device_name(device: torch.device) -> str:
@@ -195,7 +201,8 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=10, help="timed training steps")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=2, help="timed forward passes per evaluation length")
-    parser.add_argument("--out", type=Path, default=Path("reports/bench"))
+    parser.add_argument("--out", type=Path, default=Path("runs/bench"),
+                        help="output folder (default runs/bench; reports/bench holds the committed tables)")
     parser.add_argument("overrides", nargs="*", help="dotted.key=value")
     args = parser.parse_args(argv)
     positions, multiples, base, device = run_cli(lambda: parse_options(args))

@@ -284,4 +284,37 @@ def test_cli_prepares_and_reports_errors_in_one_line(corpus, tmp_path):
                          cwd=REPO, env=env, capture_output=True, text=True)
     assert run.returncode == 2 and run.stderr.strip().splitlines() == \
         ["error: unknown config key 'data.vocab'; valid keys here: cache_dir, max_documents, source, "
-         "test_fraction, val_fraction, vocab_size"]
+         "test_fraction, text_field, val_fraction, vocab_size"]
+
+
+def test_a_parquet_corpus_streams_through_text_field_in_bounded_memory(tmp_path):
+    # 12 MB of documents in a column named "content": read a batch of rows at a time, spooled to disk,
+    # tokenized in batches, so the Python heap never holds more than a small part of the corpus.
+    import tracemalloc
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    books = book_texts(4, 3_000)
+    rows = [f"document {i}\n" + books[i % 4] + books[(i + 1) % 4] for i in range(2_000)]
+    corpus_bytes = sum(len(r.encode()) for r in rows)
+    assert corpus_bytes > 10e6
+    pq.write_table(pa.table({"id": list(range(len(rows))), "content": rows}), tmp_path / "big.parquet",
+                   row_group_size=200)
+    cfg = DataConfig(source=str(tmp_path / "big.parquet"), vocab_size=512, text_field="content",
+                     cache_dir=str(tmp_path / "cache"))
+    tracemalloc.start()
+    try:
+        path = prepare_shards(cfg, progress=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < corpus_bytes / 4, f"peak {peak / 1e6:.1f} MB for a {corpus_bytes / 1e6:.1f} MB corpus"
+    data = {split: TokenData(path, split) for split in ("train", "val", "test")}
+    assert sum(d.n_docs for d in data.values()) == len(rows)
+    tok = Tokenizer(path / "tokenizer.model")
+    names = json.loads((path / "train.names.json").read_text())
+    first = int(names[0].rsplit(":", 1)[1])
+    train = data["train"]
+    assert tok.decode(train.tokens[train.doc_offsets[0] + 1:train.doc_offsets[1] - 1].tolist()) == rows[first]
+    with pytest.raises(UserError, match="no 'text' column .data.text_field; columns: id, content"):
+        load_documents(str(tmp_path / "big.parquet"))

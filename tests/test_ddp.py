@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import logged_losses as losses
 
 import train
@@ -33,3 +34,11 @@ def test_two_processes_match_one_and_resume_across_process_counts(tiny_args, tmp
     train.main(args + ["run.name=switch", "train.decay_steps=20", "--resume"])
     switched = losses(tmp_path / "switch")
     assert all(switched[s] == pytest.approx(single[s], abs=2e-4) for s in single)
+
+
+def test_a_batch_that_does_not_divide_over_the_processes_is_adjusted_with_a_notice(tiny_args, tmp_path):
+    # configs/tiny.yaml has grad_accum 1: on two processes each runs one micro-step, a global batch of 2.
+    result = torchrun(tiny_args + ["run.name=odd", "run.device=cpu", "train.max_steps=5", "train.log_every=5"])
+    assert "train.grad_accum 1 does not divide over 2 processes; using 2" in result.stdout
+    assert result.stdout.count("done:") == 1
+    assert yaml.safe_load((tmp_path / "odd" / "config.yaml").read_text())["train"]["grad_accum"] == 2

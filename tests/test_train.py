@@ -3,6 +3,7 @@ import errno
 import fractions
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from conftest import logged_losses
 
@@ -160,10 +162,10 @@ def test_divergence_keeps_only_finite_checkpoints(tiny_args, tmp_path, capsys):
         train.main(tiny_args + ["run.name=none", "train.lr=1e6", "train.log_every=1"])
     assert "no checkpoint was saved" in last_error(capsys)
     assert not (tmp_path / "none" / "checkpoint.json").exists()
-    # A healthy run resumed at a huge lr stops and keeps step 10; resumed at a sane lr it carries on from there.
+    # A healthy run resumed at a huge lr (min_lr too: its decay has ended) stops and keeps step 10; resumed at a sane lr it carries on from there.
     train.main(tiny_args + ["run.name=sane", "train.max_steps=10"])
     with pytest.raises(SystemExit) as stop:
-        train.main(tiny_args + ["run.name=sane", "--resume", "train.lr=1e6", "train.log_every=1"])
+        train.main(tiny_args + ["run.name=sane", "--resume", "train.lr=1e6", "train.min_lr=1e6", "train.log_every=1"])
     assert stop.value.code == 1 and "last good checkpoint (step 10)" in last_error(capsys)
     train.main(tiny_args + ["--resume", "run.name=sane"])  # overrides before and after --resume
     curve = losses(tmp_path / "sane")
@@ -288,3 +290,58 @@ def test_init_from_a_shorter_learned_table_extends_it(tiny_args, tmp_path):
     model = load_model(tmp_path / "base")
     with pytest.raises(UserError, match="position.table.weight of shape .64, 32., the model .128, 32."):
         checkpoint.load_weights_into(type(model)(load_model(tmp_path / "long").cfg), tmp_path / "base")
+
+
+def test_extending_a_finished_run_continues_its_schedule_and_its_wandb_run(tiny_args, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    args = tiny_args + ["run.name=ext", "run.wandb=true", "train.log_every=1"]
+    train.main(args)
+    run_id = (tmp_path / "ext" / "wandb_id").read_text().strip()
+    train.main(args + ["train.max_steps=30", "--resume"])
+    lr = logged_losses(tmp_path / "ext", "lr")
+    assert max(lr[s] for s in range(21, 31)) <= lr[20]  # no re-warming: the decay length was fixed at the start
+    assert yaml.safe_load((tmp_path / "ext" / "config.yaml").read_text())["train"]["decay_steps"] == 20
+    assert (tmp_path / "ext" / "wandb_id").read_text().strip() == run_id
+    offline = sorted(p.name for p in (tmp_path / "ext" / "wandb").glob("offline-run-*"))
+    assert len(offline) == 2 and all(name.endswith(run_id) for name in offline)  # both parts log to one run
+
+
+def test_run_files_follow_the_umask(tiny_args, tmp_path):
+    old = os.umask(0o022)
+    try:
+        train.main(tiny_args + ["run.name=shared", "train.max_steps=10"])
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "shared").iterdir() if p.is_file()}
+    assert modes and set(modes.values()) == {0o644}, modes
+
+
+def test_keep_checkpoints_keeps_the_newest_and_the_best(tiny_args, tmp_path):
+    train.main(tiny_args + ["run.name=k", "train.max_steps=30", "train.ckpt_every=5", "train.eval_every=5",
+                            "train.keep_checkpoints=3"])
+    run = tmp_path / "k"
+    pointer = json.loads((run / "checkpoint.json").read_text())
+    assert [pointer["step"]] + [c["step"] for c in pointer["older"]] == [30, 25, 20]
+    assert sorted(p.name for p in run.glob("model_*")) == [f"model_{s:07d}.safetensors" for s in (20, 25, 30)]
+    val = {s: v for s, v in logged_losses(run, "val_loss").items() if v is not None}
+    best = min(val, key=val.get)
+    assert pointer["best"]["step"] == best and [p.name for p in run.glob("best_*")] == [f"best_{best:07d}.safetensors"]
+    assert checkpoint.remove_leftovers(run) == []  # everything the pointer names survives a restart
+    weights = load_weights(run, best=True)
+    assert torch.equal(weights["embed.weight"], load_weights(run)["embed.weight"]) == (best == 30)
+    assert cli("generate.py", str(run), "--best", "--max-new-tokens", "3", timeout=60).returncode == 0
+
+
+def test_print_config_shows_every_key(tiny_args):
+    result = cli("train.py", *tiny_args, "--print-config", timeout=60)
+    assert result.returncode == 0, result.stderr
+    printed = yaml.safe_load(result.stdout)
+    assert printed["model"]["position"]["theta"] == 10000.0 and printed["train"]["max_steps"] == 20
+    assert set(printed["train"]) >= {"keep_checkpoints", "decay_steps", "init_from", "beta2"}
+
+
+def test_logs_are_plain_lines_when_not_a_terminal(tiny_args, tmp_path):
+    result = cli("train.py", *tiny_args, "run.name=plain", "train.max_steps=10", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "step 5/10 | loss" in result.stdout and "\r" not in result.stdout + result.stderr

@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0
 # The install marker names the torch choice, so `make demo TORCH=...` reinstalls after a first install.
 MARKER := $(VENV)/.installed-$(shell printf '%s' '$(TORCH)' | md5sum | cut -c1-12)
 
-.PHONY: install demo test extrapolation study-eval study-probe visualize clean
+.PHONY: install demo test extrapolation extrapolation-gpu gpu-report study-eval study-probe visualize clean
 
 $(MARKER): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,7 +37,11 @@ test: install
 # `make -j2 extrapolation SEEDS=3 THREADS=1` trains two seeds at once, one core each.
 SEEDS ?= 1
 THREADS ?=
-STUDY := runs/study
+STUDY ?= runs/study
+STUDY_CONFIG ?= configs/study.yaml
+EXTEND_CONFIG ?= configs/extend-4x.yaml
+STUDY_LENGTHS ?= 128,256,512,1024,2048
+DATA_OVERRIDE ?=
 ENCODINGS := learned sinusoidal rope alibi nope
 EXTENSIONS := rope-pi rope-yarn rope-continued
 SEED_NUMBERS := $(shell seq 1 $(SEEDS))
@@ -46,25 +50,48 @@ RUN_PY := $(if $(THREADS),OMP_NUM_THREADS=$(THREADS)) $(PY)
 
 study-seed%: install
 	for p in $(ENCODINGS); do \
-		$(RUN_PY) train.py --config configs/study.yaml run.out_dir=$(STUDY)/seed$* run.seed=$* run.name=$$p \
-			model.position.type=$$p --resume || exit 1; done
-	$(RUN_PY) train.py --config configs/extend-4x.yaml run.out_dir=$(STUDY)/seed$* run.seed=$* \
-		train.init_from=$(STUDY)/seed$*/rope run.name=rope-pi "model.position.scaling={type: linear, factor: 4}" --resume
-	$(RUN_PY) train.py --config configs/extend-4x.yaml run.out_dir=$(STUDY)/seed$* run.seed=$* \
-		train.init_from=$(STUDY)/seed$*/rope run.name=rope-yarn --resume
-	$(RUN_PY) train.py --config configs/extend-4x.yaml run.out_dir=$(STUDY)/seed$* run.seed=$* \
-		train.init_from=$(STUDY)/seed$*/rope run.name=rope-continued model.position.scaling=null --resume
+		$(RUN_PY) train.py --config $(STUDY_CONFIG) run.out_dir=$(STUDY)/seed$* run.seed=$* run.name=$$p \
+			model.position.type=$$p $(DATA_OVERRIDE) --resume || exit 1; done
+	$(RUN_PY) train.py --config $(EXTEND_CONFIG) run.out_dir=$(STUDY)/seed$* run.seed=$* \
+		train.init_from=$(STUDY)/seed$*/rope run.name=rope-pi "model.position.scaling={type: linear, factor: 4}" $(DATA_OVERRIDE) --resume
+	$(RUN_PY) train.py --config $(EXTEND_CONFIG) run.out_dir=$(STUDY)/seed$* run.seed=$* \
+		train.init_from=$(STUDY)/seed$*/rope run.name=rope-yarn $(DATA_OVERRIDE) --resume
+	$(RUN_PY) train.py --config $(EXTEND_CONFIG) run.out_dir=$(STUDY)/seed$* run.seed=$* \
+		train.init_from=$(STUDY)/seed$*/rope run.name=rope-continued model.position.scaling=null $(DATA_OVERRIDE) --resume
 
-STUDY_REPORT := reports/extrapolation
+STUDY_REPORT ?= reports/extrapolation
 extrapolation: study-eval study-probe
 	$(PY) -m eval.summary $(STUDY_RUNS) --out $(STUDY_REPORT)/training.md
 
 study-eval: $(addprefix study-seed,$(SEED_NUMBERS))
-	$(RUN_PY) -m eval.extrapolation $(STUDY_RUNS) --lengths 128,256,512,1024,2048 \
+	$(RUN_PY) -m eval.extrapolation $(STUDY_RUNS) --lengths $(STUDY_LENGTHS) \
 		--scaling none,linear,ntk,dynamic,yarn,dynamic-yarn --fixed-factors 4 --out $(STUDY_REPORT)
 
 study-probe: $(addprefix study-seed,$(SEED_NUMBERS))
 	$(RUN_PY) -m eval.probe $(STUDY_RUNS) --out $(STUDY_REPORT)
+
+# The same study at GPU scale (configs/study-gpu.yaml: 26M parameters, L = 256, 100M tokens a run, two seeds).
+GPU_DATA ?= ../shared/corpora/gutenberg
+extrapolation-gpu:
+	$(MAKE) extrapolation SEEDS=2 STUDY=runs/study-gpu STUDY_CONFIG=configs/study-gpu.yaml \
+		EXTEND_CONFIG=configs/extend-4x-gpu.yaml STUDY_LENGTHS=256,512,1024,2048,4096 \
+		STUDY_REPORT=reports/extrapolation-gpu DATA_OVERRIDE="data.source=$(GPU_DATA)"
+
+# Every GPU report in one command, on a CUDA machine: the CUDA path tests, the benchmark with its peer,
+# the GPU study and one epoch of configs/minimind-26m.yaml.
+GPU_REPORT := reports/bench/gpu
+gpu-report: install
+	@$(PY) -c "import sys, torch; torch.cuda.is_available() or sys.exit('error: make gpu-report needs a CUDA GPU; torch sees none here')"
+	mkdir -p $(GPU_REPORT)
+	REQUIRE_ORACLES=1 $(PY) -m pytest tests/test_cuda.py -rs 2>&1 | tee $(GPU_REPORT)/cuda-tests.txt
+	$(PY) -m eval.bench --config configs/gpt2-124m.yaml --peer transformers --out $(GPU_REPORT)
+	/usr/bin/env time -p $(MAKE) extrapolation-gpu GPU_DATA=$(GPU_DATA) 2>&1 | tee reports/extrapolation-gpu.log
+	$(PY) -m data.prepare --config configs/minimind-26m.yaml data.source=$(GPU_DATA)
+	$(PY) train.py --config configs/minimind-26m.yaml run.name=minimind-26m-epoch data.source=$(GPU_DATA) \
+		train.max_steps=$$($(PY) -c "import sys; from config import *; from data import *; \
+			c = load_config(Config, 'configs/minimind-26m.yaml', ['data.source=$(GPU_DATA)']).resolve(); \
+			print(len(TokenData(prepare_shards(c.data, progress=False), 'train')) // (c.train.batch_size * c.model.max_seq_len))") \
+		--resume 2>&1 | tee $(GPU_REPORT)/minimind-26m-epoch.log
 
 visualize: install
 	$(PY) -m eval.visualize --out reports/visualize

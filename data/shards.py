@@ -121,7 +121,7 @@ def write_split(tok: Tokenizer, docs: list, out: Path, split: str, dtype, progre
         if batch:
             yield batch
     with open(out / f"{split}.bin", "wb") as f, \
-            tqdm(total=len(docs), desc=f"data: tokenizing {split}", unit="doc", disable=not progress) as bar:
+            tqdm(total=len(docs), desc=f"data: tokenizing {split}", unit="doc", disable=None if progress else True) as bar:  # None: off when not a terminal
         for batch in batches():
             for ids in tok.encode_batch([str(text) for text in batch]):
                 tokens = np.empty(len(ids) + 2, dtype=dtype)

@@ -52,19 +52,12 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def bench_training(cfg: Config, device, steps: int, warmup: int) -> dict:
-    torch.manual_seed(0)
-    model = GPT(cfg.model).to(device)
-    if device.type == "cuda":
-        model.use_flex_attention(True)
-    optimizer = model.configure_optimizer(cfg.train, device)
-    step_model = torch.compile(model) if cfg.run.compile else model
-    B, T = cfg.train.batch_size, cfg.model.max_seq_len
-    x, y = torch.randint(0, cfg.model.vocab_size, (2, B, T), device=device)
-
+def time_training(loss_of, model: torch.nn.Module, optimizer, device, steps: int, warmup: int) -> tuple[float, float]:
+    """(seconds for `steps` optimizer steps after `warmup` untimed ones, peak MiB): forward under
+    autocast, backward, clipping, AdamW, the same for our model and the peer."""
     def step():
         with autocast(device):
-            _, loss = step_model(x, y)
+            loss = loss_of()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -79,12 +72,66 @@ def bench_training(cfg: Config, device, steps: int, warmup: int) -> dict:
             step()
         sync(device)
         elapsed = time.perf_counter() - start
+    return elapsed, memory.mib
+
+
+def training_row(cfg: Config, device, n_params: int, elapsed: float, steps: int, peak_mib) -> dict:
+    B, T = cfg.train.batch_size, cfg.model.max_seq_len
     tokens_per_s = steps * B * T / elapsed
-    n_params = model.num_params()
     peak = peak_flops(device)
     mfu = flops_per_token(cfg.model, T, n_params) * tokens_per_s / peak if peak else None
-    return {"params": n_params, "train_tokens_per_s": tokens_per_s, "mfu": mfu,
-            "train_peak_mib": memory.mib, "model": model}
+    return {"params": n_params, "train_tokens_per_s": tokens_per_s, "mfu": mfu, "train_peak_mib": peak_mib}
+
+
+def random_batch(cfg: Config, device) -> tuple[torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)  # the same batches for every encoding and for the peer
+    return torch.randint(0, cfg.model.vocab_size, (2, cfg.train.batch_size, cfg.model.max_seq_len), device=device)
+
+
+def bench_training(cfg: Config, device, steps: int, warmup: int) -> dict:
+    x, y = random_batch(cfg, device)
+    model = GPT(cfg.model).to(device)
+    if device.type == "cuda":
+        model.use_flex_attention(True)
+    optimizer = model.configure_optimizer(cfg.train, device)
+    step_model = torch.compile(model) if cfg.run.compile else model
+    elapsed, peak_mib = time_training(lambda: step_model(x, y)[1], model, optimizer, device, steps, warmup)
+    return {**training_row(cfg, device, model.num_params(), elapsed, steps, peak_mib), "model": model}
+
+
+def llama_peer(cfg: Config):
+    """Hugging Face transformers' LlamaForCausalLM of our shape: width, depth, heads, KV heads, SwiGLU width,
+    context, vocab, RMSNorm eps, RoPE base, tied embeddings, no biases, SDPA attention."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    m = cfg.model
+    config = LlamaConfig(vocab_size=m.vocab_size, hidden_size=m.d_model, intermediate_size=m.ffn_hidden,
+                         num_hidden_layers=m.n_layers, num_attention_heads=m.n_heads, num_key_value_heads=m.n_kv_heads,
+                         max_position_embeddings=m.max_seq_len, rms_norm_eps=m.norm_eps, tie_word_embeddings=True,
+                         attention_bias=False, mlp_bias=False, attention_dropout=0.0,
+                         rope_parameters={"rope_type": "default", "rope_theta": m.position.theta},
+                         rope_theta=m.position.theta)  # the second spelling for transformers 4.x
+    config._attn_implementation = "sdpa"
+    return LlamaForCausalLM(config)
+
+
+def bench_peer(cfg: Config, device, steps: int, warmup: int) -> dict:
+    """Train transformers' Llama of the same shape on the same batches, compiled the same way."""
+    import transformers
+    x, y = random_batch(cfg, device)
+    model = llama_peer(cfg).to(device)
+    groups = [{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": cfg.train.weight_decay},
+              {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=cfg.train.lr, betas=(cfg.train.beta1, cfg.train.beta2),
+                                  fused=device.type == "cuda")
+    step_model = torch.compile(model) if cfg.run.compile else model
+
+    def loss_of():
+        logits = step_model(input_ids=x).logits
+        return torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), y.flatten())
+    elapsed, peak_mib = time_training(loss_of, model, optimizer, device, steps, warmup)
+    n_params = sum(p.numel() for p in model.parameters())
+    return {"name": f"transformers {transformers.__version__} LlamaForCausalLM (sdpa)",
+            **training_row(cfg, device, n_params, elapsed, steps, peak_mib)}
 
 
 @torch.inference_mode()
@@ -151,9 +198,13 @@ def markdown(results: dict) -> str:
     lines = [f"Device: **{results['device']}**, config `{results['config']}`, torch {results['torch']}, "
              f"compile={results['compile']}, batch {results['batch_size']} x {results['seq_len']} tokens.", "",
              "| encoding | params | train tokens/s | MFU | train peak MiB |", "|---|---:|---:|---:|---:|"]
-    for r in results["rows"]:
+    peer = results.get("peer")
+    for r in results["rows"] + ([{**peer, "position": f"peer: {peer['name']}"}] if peer else []):
         lines.append(f"| {r['position']} | {r['params'] / 1e6:.2f}M | {fmt(r['train_tokens_per_s'])} | "
                      f"{fmt(r['mfu'] and 100 * r['mfu'], '{:.1f}%')} | {fmt(r['train_peak_mib'])} |")
+    if peer:
+        lines += ["", f"Ours (rope) over the peer, training tokens/s on the same batches in the same run: "
+                      f"**{peer['ratio']:.2f}x**."]
     multiples = [e["multiple"] for e in results["rows"][0]["eval"]]
     lines += ["", "Evaluation (forward, batch 1): tokens/s / peak MiB in use (GPU allocator, or process RSS on a CPU) "
               "at each multiple of the training length.", "",
@@ -182,6 +233,8 @@ def bench_config(path: str, overrides: list[str]) -> Config:
 
 def parse_options(args) -> tuple[list[str], list[int], Config, torch.device]:
     positions = [p for p in args.positions.split(",") if p]
+    if args.peer and "rope" not in positions:
+        raise UserError("--peer transformers is compared with rope: include rope in --positions")
     unknown = [p for p in positions if p not in ENCODINGS]
     if unknown:
         raise UserError(f"--positions: unknown encoding {unknown[0]!r}; choose one of {', '.join(sorted(ENCODINGS))}")
@@ -203,6 +256,8 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=2, help="timed forward passes per evaluation length")
     parser.add_argument("--out", type=Path, default=Path("runs/bench"),
                         help="output folder (default runs/bench; reports/bench holds the committed tables)")
+    parser.add_argument("--peer", choices=("transformers",), default=None,
+                        help="also train transformers' LlamaForCausalLM of the same shape and report the ratio")
     parser.add_argument("overrides", nargs="*", help="dotted.key=value")
     args = parser.parse_args(argv)
     positions, multiples, base, device = run_cli(lambda: parse_options(args))
@@ -224,6 +279,12 @@ def main(argv=None):
         del model
         if device.type == "cuda":
             torch.cuda.empty_cache()
+    if args.peer:
+        print("bench: transformers Llama (the peer) training ...", file=sys.stderr)
+        ours = next(r for r in results["rows"] if r["position"] == "rope")
+        results["peer"] = bench_peer(bench_config(args.config, args.overrides + ["model.position.type=rope"]),
+                                     device, args.steps, args.warmup)
+        results["peer"]["ratio"] = ours["train_tokens_per_s"] / results["peer"]["train_tokens_per_s"]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench.json").write_text(json.dumps(results, indent=2))
     table = markdown(results)

@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         evaluator = Evaluator(args.split, args.stride, args.max_tokens, args.batch_size, pick_device(args.device, "--device"),
                               args.decode_chunk)
         args.out.mkdir(parents=True, exist_ok=True)
-        bar = tqdm(measurements, unit="measurement", dynamic_ncols=True)
+        bar = tqdm(measurements, unit="measurement", dynamic_ncols=True, disable=None)  # off when not a terminal
         for m in bar:
             bar.set_description(f"{m.run.name} | {m.label} | {m.length}")
             row = evaluator.measure(m)

@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         runs = read_runs(args.runs)
         device = pick_device(args.device, "--device")
         args.out.mkdir(parents=True, exist_ok=True)
-        for run in tqdm(runs, unit="run", dynamic_ncols=True):
+        for run in tqdm(runs, unit="run", dynamic_ncols=True, disable=None):  # off when not a terminal
             rows += probe_run(run, methods, multiples, args.span, args.samples, args.passkey_samples, args.seed, device)
             atomic_write_text(args.out / "probes.json", json.dumps(rows, indent=2, allow_nan=False) + "\n")
     except (KeyboardInterrupt, UserError, RunFailed) as e:

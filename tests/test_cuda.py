@@ -1,0 +1,108 @@
+"""The GPU paths against the reference paths, on CUDA (skipped, with the reason, on a machine without it;
+`make gpu-report` runs them on one): FlexAttention against ALiBi folded into q and k, cached decoding
+against a full forward pass, torch.compile against eager, bf16 autocast against float32, fused
+AdamW against the loop implementation. The CPU versions of the first two are in tests/test_model.py."""
+import pytest
+import torch
+
+from config import ModelConfig, PositionConfig
+from device import autocast
+from model.attention import KVCache
+from model.gpt import GPT
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
+                                reason="no CUDA device: the GPU path tests run on a CUDA machine (make gpu-report)")
+CUDA = torch.device("cuda")
+ENCODINGS = ["learned", "sinusoidal", "rope", "alibi", "nope"]
+
+
+def model_on_cuda(position="rope", scaling=None, max_seq_len=64, flex=False, **kw):
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=97, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, max_seq_len=max_seq_len,
+                      position=PositionConfig(type=position, scaling=scaling), **kw)
+    model = GPT(cfg).to(CUDA)
+    model.use_flex_attention(flex)
+    return model
+
+
+def batch(T=64, B=2):
+    torch.manual_seed(1)
+    return torch.randint(0, 97, (2, B, T), device=CUDA)
+
+
+def grads(model):
+    return {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+def test_flex_attention_equals_the_folded_path_forward_and_backward():
+    x, y = batch()
+    results = []
+    for flex in (False, True):
+        model = model_on_cuda("alibi", flex=flex)
+        logits, loss = model(x, y)
+        loss.backward()
+        results.append((logits.detach(), grads(model)))
+    (want, want_grads), (got, got_grads) = results
+    torch.testing.assert_close(got, want, atol=2e-4, rtol=2e-4)
+    for name in want_grads:
+        torch.testing.assert_close(got_grads[name], want_grads[name], atol=2e-4, rtol=2e-3)
+
+
+@pytest.mark.parametrize("position, scaling", [(p, None) for p in ENCODINGS] + [
+    ("rope", {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 16})])
+@pytest.mark.parametrize("flex", [False, True])
+@torch.no_grad()
+def test_cached_decoding_equals_a_full_forward_pass(position, scaling, flex):
+    # L = 16 (64 for learned, which stops at its table), decoded to 48 tokens. (A dynamic scaling sees
+    # another length at every step, so it differs from a full pass by design: tests/test_model.py.)
+    model = model_on_cuda(position, scaling, max_seq_len=64 if position == "learned" else 16, flex=flex).eval()
+    idx = batch(48)[0]
+    full, _ = model(idx)
+    cache = KVCache(model.cfg.n_layers)
+    steps = [model(idx[:, :9], cache=cache)[0]] + [model(idx[:, i:i + 1], cache=cache)[0] for i in range(9, 48)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("position", ["rope", "alibi"])
+def test_compiled_equals_eager(position):
+    x, y = batch()
+    results = []
+    for compiled in (False, True):
+        model = model_on_cuda(position, flex=position == "alibi")
+        run = torch.compile(model) if compiled else model
+        _, loss = run(x, y)
+        loss.backward()
+        results.append((loss.item(), grads(model)))
+    (want, want_grads), (got, got_grads) = results
+    assert got == pytest.approx(want, rel=1e-4)
+    for name in want_grads:
+        torch.testing.assert_close(got_grads[name], want_grads[name], atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.parametrize("position", ENCODINGS)
+@torch.no_grad()
+def test_bf16_autocast_stays_close_to_float32(position):
+    # bf16 keeps 8 bits of mantissa: the loss agrees to 1%, the next-token distributions to 0.05 nats.
+    model = model_on_cuda(position, flex=position == "alibi").eval()
+    x, y = batch()
+    logits32, loss32 = model(x, y)
+    with autocast(CUDA):
+        logits16, loss16 = model(x, y)
+    assert loss16.item() == pytest.approx(loss32.item(), rel=1e-2)
+    p32, p16 = logits32.float().log_softmax(-1), logits16.float().log_softmax(-1)
+    assert (p32.exp() * (p32 - p16)).sum(-1).max().item() < 0.05  # KL(fp32 || bf16) per position
+
+
+def test_fused_adamw_equals_the_loop_implementation():
+    x, y = batch()
+    weights = []
+    for fused in (False, True):
+        model = model_on_cuda("rope")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=fused, foreach=False if not fused else None)
+        for _ in range(3):
+            model(x, y)[1].backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        weights.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+    for name in weights[0]:
+        torch.testing.assert_close(weights[1][name], weights[0][name], atol=1e-5, rtol=1e-4)

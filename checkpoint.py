@@ -105,15 +105,18 @@ def save_checkpoint(run_dir: Path, model, state: dict, step: int, keep: int = 1)
 
 
 def save_best(run_dir: Path, model, step: int, val_loss: float) -> bool:
-    """Keep the weights of the step with the lowest validation loss as best_<step>.safetensors, named in
-    checkpoint.json. Returns whether this step is the new best. Needs a checkpoint.json already."""
+    """Keep the weights of the step with the lowest validation loss, named in checkpoint.json: the step's
+    own checkpoint weights when it has one, else best_<step>.safetensors. Returns whether this step is
+    the new best. Needs a checkpoint.json already."""
     run_dir = Path(run_dir)
     pointer = read_pointer(run_dir)
     best = pointer.get("best")
     if best is not None and best["val_loss"] <= val_loss:
         return False
-    weights = f"best_{step:07d}.safetensors"
-    atomic_write(run_dir / weights, lambda tmp: save_file(weights_of(model), tmp, metadata={"step": str(step)}))
+    saved = {c["step"]: c["weights"] for c in [pointer, *pointer.get("older", [])]}
+    weights = saved.get(step, f"best_{step:07d}.safetensors")  # the step's checkpoint, when there is one
+    if step not in saved:
+        atomic_write(run_dir / weights, lambda tmp: save_file(weights_of(model), tmp, metadata={"step": str(step)}))
     write_pointer(run_dir, {**pointer, "best": {"step": step, "val_loss": val_loss, "weights": weights}})
     remove_unnamed(run_dir, files_named(pointer) - files_named(read_pointer(run_dir)))
     return True

@@ -326,11 +326,31 @@ def test_keep_checkpoints_keeps_the_newest_and_the_best(tiny_args, tmp_path):
     assert sorted(p.name for p in run.glob("model_*")) == [f"model_{s:07d}.safetensors" for s in (20, 25, 30)]
     val = {s: v for s, v in logged_losses(run, "val_loss").items() if v is not None}
     best = min(val, key=val.get)
-    assert pointer["best"]["step"] == best and [p.name for p in run.glob("best_*")] == [f"best_{best:07d}.safetensors"]
+    assert pointer["best"]["step"] == best and pointer["best"]["val_loss"] == pytest.approx(val[best], abs=1e-5)
+    assert pointer["best"]["weights"] == f"model_{best:07d}.safetensors"  # its checkpoint's weights, not a copy
+    kept = {f"model_{s:07d}.safetensors" for s in (20, 25, 30)} | {pointer["best"]["weights"]}
+    assert {p.name for p in run.glob("*.safetensors")} == kept
     assert checkpoint.remove_leftovers(run) == []  # everything the pointer names survives a restart
     weights = load_weights(run, best=True)
     assert torch.equal(weights["embed.weight"], load_weights(run)["embed.weight"]) == (best == 30)
     assert cli("generate.py", str(run), "--best", "--max-new-tokens", "3", timeout=60).returncode == 0
+
+
+def test_the_best_weights_outlive_the_checkpoints_that_rotate_out(tmp_path):
+    from config import ModelConfig
+    from model.gpt import GPT
+    model, run = GPT(ModelConfig(vocab_size=97, d_model=32, n_layers=1)), tmp_path
+    checkpoint.save_checkpoint(run, model, {"step": 10}, 10, keep=1)
+    assert checkpoint.save_best(run, model, 15, 3.0)  # no checkpoint at step 15: a file of its own
+    assert not checkpoint.save_best(run, model, 16, 3.5)
+    checkpoint.save_checkpoint(run, model, {"step": 20}, 20, keep=1)
+    assert sorted(p.name for p in run.glob("*.safetensors")) == ["best_0000015.safetensors", "model_0000020.safetensors"]
+    assert checkpoint.save_best(run, model, 20, 2.0)  # the step's own checkpoint serves as the best
+    checkpoint.save_checkpoint(run, model, {"step": 30}, 30, keep=1)
+    assert sorted(p.name for p in run.glob("*.safetensors")) == ["model_0000020.safetensors", "model_0000030.safetensors"]
+    checkpoint.drop_best_after(run, 10)  # resuming from an earlier step forgets it
+    assert "best" not in json.loads((run / "checkpoint.json").read_text())
+    assert sorted(p.name for p in run.glob("*.safetensors")) == ["model_0000030.safetensors"]
 
 
 def test_print_config_shows_every_key(tiny_args):

@@ -117,8 +117,9 @@ def save_best(run_dir: Path, model, step: int, val_loss: float) -> bool:
     weights = saved.get(step, f"best_{step:07d}.safetensors")  # the step's checkpoint, when there is one
     if step not in saved:
         atomic_write(run_dir / weights, lambda tmp: save_file(weights_of(model), tmp, metadata={"step": str(step)}))
-    write_pointer(run_dir, {**pointer, "best": {"step": step, "val_loss": val_loss, "weights": weights}})
-    remove_unnamed(run_dir, files_named(pointer) - files_named(read_pointer(run_dir)))
+    updated = {**pointer, "best": {"step": step, "val_loss": val_loss, "weights": weights}}
+    write_pointer(run_dir, updated)
+    remove_unnamed(run_dir, files_named(pointer) - files_named(updated))
     return True
 
 

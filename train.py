@@ -53,7 +53,7 @@ from config import (
 )
 from data import TokenData, prepare_shards
 from device import autocast, pick_device
-from model.gpt import GPT
+from model.gpt import GPT, make_optimizer
 from model.positions import check as check_model
 
 
@@ -68,8 +68,10 @@ def resolve(cfg: Config) -> Config:
                             "(or train.init_from, to take it from the base run)")
         try:
             base = read_run_config(cfg.train.init_from)["model"]["max_seq_len"]
-        except (UserError, TypeError, KeyError) as e:
-            raise UserError(f"train.init_from: {e if isinstance(e, UserError) else 'its config.yaml has no model.max_seq_len'}") from None
+        except UserError as e:
+            raise UserError(f"train.init_from: {e}") from None
+        except (TypeError, KeyError):
+            raise UserError("train.init_from: its config.yaml has no model.max_seq_len") from None
         cfg.model.position.scaling = dataclasses.replace(scaling, original_max_position_embeddings=base)
     return cfg
 
@@ -277,7 +279,7 @@ def setup(cfg: Config, resume: bool) -> Session:
 
     torch.manual_seed(cfg.run.seed)
     model = GPT(cfg.model).to(device)
-    optimizer = model.configure_optimizer(t, device)
+    optimizer = make_optimizer(model, t, device)
     start = 0
     if resume:
         if rank == 0:

@@ -22,7 +22,7 @@ from config import ArgumentParser, Config, UserError, load_config, run_cli
 from device import autocast, pick_device
 from eval.memory import PeakMemory
 from model.attention import KVCache
-from model.gpt import GPT, flops_per_token
+from model.gpt import GPT, flops_per_token, make_optimizer
 from model.positions import ENCODINGS
 from model.positions import check as check_model
 
@@ -93,7 +93,7 @@ def bench_training(cfg: Config, device, steps: int, warmup: int) -> dict:
     model = GPT(cfg.model).to(device)
     if device.type == "cuda":
         model.use_flex_attention(True)
-    optimizer = model.configure_optimizer(cfg.train, device)
+    optimizer = make_optimizer(model, cfg.train, device)
     step_model = torch.compile(model) if cfg.run.compile else model
     elapsed, peak_mib = time_training(lambda: step_model(x, y)[1], model, optimizer, device, steps, warmup)
     return {**training_row(cfg, device, model.num_params(), elapsed, steps, peak_mib), "model": model}
@@ -119,10 +119,7 @@ def bench_peer(cfg: Config, device, steps: int, warmup: int) -> dict:
     import transformers
     x, y = random_batch(cfg, device)
     model = llama_peer(cfg).to(device)
-    groups = [{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": cfg.train.weight_decay},
-              {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=cfg.train.lr, betas=(cfg.train.beta1, cfg.train.beta2),
-                                  fused=device.type == "cuda")
+    optimizer = make_optimizer(model, cfg.train, device)
     step_model = torch.compile(model) if cfg.run.compile else model
 
     def loss_of():

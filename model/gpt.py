@@ -74,13 +74,6 @@ class GPT(nn.Module):
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def configure_optimizer(self, t: TrainConfig, device: torch.device) -> torch.optim.AdamW:
-        """AdamW with weight decay on matrices only (not norms or other vectors); fused on CUDA."""
-        params = [p for p in self.parameters() if p.requires_grad]
-        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": t.weight_decay},
-                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-        return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), fused=device.type == "cuda")
-
     def use_flex_attention(self, on: bool = True):
         """Route score-modifying encodings (ALiBi) through FlexAttention (CUDA)."""
         for block in self.blocks:
@@ -124,3 +117,12 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, n_params: int) -> float:
     """Training FLOPs per token, PaLM (arXiv 2204.02311) appendix B: 6N + 12 * L * H * Q * T,
     with N the non-embedding parameters plus the (tied) output projection, H heads, Q head dim."""
     return 6 * n_params + 12 * cfg.n_layers * cfg.n_heads * cfg.head_dim * seq_len
+
+
+def make_optimizer(model: nn.Module, t: TrainConfig, device: torch.device) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only (not norms or other vectors); fused on CUDA. Any
+    module: eval.bench gives its transformers peer the same recipe."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": t.weight_decay},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), fused=device.type == "cuda")

@@ -150,12 +150,11 @@ def rope_frequencies(head_dim: int, theta: float, scaling: ScalingConfig | None 
                      seq_len: int | None = None, device=None) -> tuple[torch.Tensor, float]:
     """(inv_freq [head_dim // 2], attention_factor) for RoPE with an optional scaling.
 
-    `scaling` (checked by check_scaling) needs original_max_position_embeddings unless its type is
-    none. `seq_len` is the current length, used by the dynamic methods; `device` where the frequencies
-    are built.
+    `scaling` has passed check_scaling where it was parsed (a dynamic scaling comes here every forward)
+    and needs original_max_position_embeddings unless its type is none. `seq_len` is the current
+    length, used by the dynamic methods; `device` where the frequencies are built.
     """
     scaling = scaling or ScalingConfig()
-    check_scaling(scaling)
     if head_dim % 2:
         raise UserError(f"RoPE needs an even head dimension, got {head_dim}")
     L = scaling.original_max_position_embeddings

@@ -278,7 +278,7 @@ def test_yarn_betas_move_the_ramp():
 ])
 def test_bad_arguments_raise_with_a_message(head_dim, scale, message):
     with pytest.raises(ValueError, match=message):
-        rope_frequencies(head_dim, 10000.0, parse_scaling(scale))
+        rope_frequencies(head_dim, 10000.0, parsed(scale))
 
 
 def test_apply_rope_rotates_interleaved_pairs():

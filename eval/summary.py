@@ -1,16 +1,23 @@
-"""One line per training run: final validation loss and perplexity, training throughput.
+"""Training runs side by side: final validation loss and perplexity, training throughput, and for the
+runs trained from scratch the validation loss at every evaluation step (mean over seeds, and the gap
+to the RoPE run of the same seed), so one sees when the encodings part ways.
 
     python -m eval.summary runs/study/seed1/learned runs/study/seed1/rope [--out FILE.md]
+
+With --out, the curves are also drawn beside the table (FILE.png).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import statistics
+from collections import defaultdict
 from pathlib import Path
 
 from checkpoint import read_run_config
 from config import ArgumentParser, UserError, run_cli
+
+REFERENCE = "rope"  # the run the by-step table measures gaps against
 
 
 def summarize(run_dir: Path) -> dict:
@@ -27,7 +34,25 @@ def summarize(run_dir: Path) -> dict:
             "context": model["max_seq_len"], "steps": evals[-1]["step"], "val_loss": evals[-1]["val_loss"],
             "val_ppl": evals[-1]["val_ppl"],
             # the median over logging intervals: robust to the first (warm-up) interval and to evaluations
-            "tokens_per_s": statistics.median(r["tokens_per_s"] for r in rows)}
+            "tokens_per_s": statistics.median(r["tokens_per_s"] for r in rows),
+            "from_scratch": not (config.get("train") or {}).get("init_from"),
+            "val_loss_by_step": {r["step"]: r["val_loss"] for r in evals}}
+
+
+def by_step(summaries: list[dict]) -> dict[str, dict[int, dict]]:
+    """{run: {step: {"loss": [per seed], "gap": [per seed, minus the reference run of that seed]}}} for
+    the runs trained from scratch; the gap only where the reference run has that step."""
+    reference = {s["seed"]: s["val_loss_by_step"] for s in summaries if s["run"] == REFERENCE and s["from_scratch"]}
+    table: dict[str, dict[int, dict]] = {}
+    for s in summaries:
+        if not s["from_scratch"]:
+            continue
+        for step, loss in s["val_loss_by_step"].items():
+            cell = table.setdefault(s["run"], {}).setdefault(step, defaultdict(list))
+            cell["loss"].append(loss)
+            if step in reference.get(s["seed"], {}):
+                cell["gap"].append(loss - reference[s["seed"]][step])
+    return table
 
 
 def markdown(summaries: list[dict]) -> str:
@@ -37,19 +62,67 @@ def markdown(summaries: list[dict]) -> str:
         encoding = s["position"] + (f" + {s['scaling']['type']} x{s['scaling']['factor']:g}" if s["scaling"] else "")
         lines.append(f"| {s['run']} | {s['seed']} | {encoding} | {s['context']} | {s['steps']} | {s['val_loss']:.3f} | "
                      f"{s['val_ppl']:.1f} | {s['tokens_per_s']:,.0f} |")
+    table = by_step(summaries)
+    steps = sorted({step for cells in table.values() for step in cells})
+    if table:
+        seeds = sorted({s["seed"] for s in summaries if s["from_scratch"]}, key=str)
+        lines += ["", f"## Validation loss by step, runs trained from scratch (seeds {', '.join(map(str, seeds))})", "",
+                  f"Each cell: the mean over seeds, and in brackets the mean ± standard deviation of the gap to the "
+                  f"{REFERENCE} run of the same seed (nats).", "",
+                  "| run | " + " | ".join(f"step {step}" for step in steps) + " |",
+                  "|---|" + "---:|" * len(steps)]
+        for run, cells in table.items():
+            lines.append(f"| {run} | " + " | ".join(format_cell(cells.get(step)) for step in steps) + " |")
     return "\n".join(lines) + "\n"
+
+
+def format_cell(cell: dict | None) -> str:
+    if not cell:
+        return ""
+    text = f"{statistics.fmean(cell['loss']):.3f}"
+    gaps = cell["gap"]
+    if gaps and any(g != 0 for g in gaps):
+        text += f" ({statistics.fmean(gaps):+.3f}" + (f" ± {statistics.stdev(gaps):.3f}" if len(gaps) > 1 else "") + ")"
+    return text
+
+
+def plot(summaries: list[dict], path: Path) -> None:
+    """Validation loss against step for the runs trained from scratch: the mean over seeds, a band
+    from the lowest to the highest seed."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for i, (run, cells) in enumerate(by_step(summaries).items()):
+        steps = sorted(cells)
+        colour = plt.get_cmap("tab10")(i % 10)
+        ax.plot(steps, [statistics.fmean(cells[s]["loss"]) for s in steps], marker="o", color=colour, label=run)
+        ax.fill_between(steps, [min(cells[s]["loss"]) for s in steps], [max(cells[s]["loss"]) for s in steps],
+                        color=colour, alpha=0.15, linewidth=0)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("validation loss (nats; mean over seeds, band: min to max)")
+    ax.set_title("Validation loss during training", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def main(argv=None):
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path)
-    parser.add_argument("--out", type=Path, help="also write the table to this file")
+    parser.add_argument("--out", type=Path, help="also write the table to this file, and the curves beside it (.png)")
     args = parser.parse_args(argv)
-    table = run_cli(lambda: markdown([summarize(run) for run in args.runs]))
+    summaries = run_cli(lambda: [summarize(run) for run in args.runs])
+    table = markdown(summaries)
     print(table, end="")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(table)
+        plot(summaries, args.out.with_suffix(".png"))
+        print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
 
 
 if __name__ == "__main__":

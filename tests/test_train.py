@@ -19,7 +19,7 @@ import checkpoint
 import train
 from checkpoint import load_model, load_state, load_weights
 from config import UserError
-from eval.summary import summarize
+from eval.summary import markdown, summarize
 from generate import generate_tokens
 from model.positions import ENCODINGS
 
@@ -59,6 +59,21 @@ def test_resume_is_exact(tiny_args, tmp_path):
     assert losses(tmp_path / "resumed") == losses(tmp_path / "straight")
     summary = summarize(tmp_path / "resumed")
     assert (summary["steps"], summary["val_loss"]) == (20, losses(tmp_path / "straight")[20][1])
+    assert summary["from_scratch"] and summary["val_loss_by_step"] == {s: v for s, (_, v) in losses(tmp_path / "straight").items()
+                                                                      if v is not None}
+
+
+def test_summary_tables_the_gap_to_rope_by_step_and_skips_fine_tunes():
+    def run(name, seed, curve, init_from=None):
+        return {"run": name, "seed": seed, "position": name, "scaling": None, "context": 128, "steps": max(curve),
+                "val_loss": curve[max(curve)], "val_ppl": 1.0, "tokens_per_s": 1.0, "from_scratch": init_from is None,
+                "val_loss_by_step": curve}
+    summaries = [run("rope", 1, {100: 5.0, 200: 4.5}), run("rope", 2, {100: 5.2, 200: 4.7}),
+                 run("nope", 1, {100: 5.1, 200: 4.8}), run("nope", 2, {100: 5.2, 200: 4.9}),
+                 run("rope-yarn", 1, {100: 4.4}, init_from="rope")]
+    table = markdown(summaries).split("## Validation loss by step")[1]
+    assert "| nope | 5.150 (+0.050 ± 0.071) | 4.850 (+0.250 ± 0.071) |" in table
+    assert "| rope | 5.100 | 4.600 |" in table and "rope-yarn" not in table
 
 
 def test_sigint_checkpoints_and_resume_continues_the_same_run(tiny_args, tmp_path):

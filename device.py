@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import sys
 
 import torch
 
@@ -11,6 +13,7 @@ from config import UserError
 def pick_device(name: str = "auto", key: str = "device") -> torch.device:
     """`auto`: cuda, then mps, then cpu; or cpu, cuda, cuda:N, mps when this machine has it.
     Anything else is a UserError naming `key` (the config key or option the name came from)."""
+    keep_freed_host_memory()
     if name != "auto":
         try:
             device = torch.device(name)
@@ -38,3 +41,39 @@ def autocast(device: torch.device):
     if device.type == "cuda":
         return torch.autocast("cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+def glibc() -> ctypes.CDLL | None:
+    """The C library when it is glibc on Linux (its malloc is what the two functions below tune)."""
+    if sys.platform != "linux":
+        return None
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:  # musl and others
+        return None
+
+
+def keep_freed_host_memory() -> None:
+    """Let glibc's malloc reuse freed CPU memory instead of handing it back to the kernel.
+
+    glibc serves every block above its mmap threshold (dynamic, at most 32 MiB) with a fresh mmap and
+    unmaps it on free, and trims the heap top above 128 KiB. A CPU training step allocates and frees
+    the same large tensors every time (the logits alone are 64 MiB on configs/study.yaml), so each
+    step page-faults them in again: 2.4M minor faults in 30 steps there, and 9.7 s of system time in
+    a 31 s run of 60 steps. With both thresholds raised the blocks stay in the heap: 0.2M faults, 16%
+    less wall time, about 200 MiB more peak memory (see the README's Speed section). Called once by
+    pick_device, so every command gets it; a no-op without glibc.
+    """
+    libc = glibc()
+    if libc is not None:
+        m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
+        libc.mallopt(m_mmap_threshold, 1 << 30)
+        libc.mallopt(m_trim_threshold, (1 << 31) - 1)
+
+
+def release_freed_host_memory() -> None:
+    """Return the heap's free memory to the kernel now (glibc's malloc_trim), so that a resident-set
+    measurement starting here counts the memory in use, not what keep_freed_host_memory kept."""
+    libc = glibc()
+    if libc is not None:
+        libc.malloc_trim(0)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import torch
 
+from device import release_freed_host_memory
+
 STATM = Path("/proc/self/statm")
 
 
@@ -20,9 +22,9 @@ def _rss() -> int:
 
 class PeakMemory(contextlib.AbstractContextManager):
     """Peak memory in use inside the block, in MiB (`.mib`), model and all: on CUDA the allocator's
-    peak; on a Linux CPU the process's resident set size sampled every 2 ms (freed memory stays
-    with the process, so only an absolute figure means anything); elsewhere the process's
-    lifetime peak RSS (ru_maxrss)."""
+    peak; on a Linux CPU the process's resident set size sampled every 2 ms, from a heap trimmed of
+    the freed blocks that every command keeps for reuse (device.keep_freed_host_memory); elsewhere
+    the process's lifetime peak RSS (ru_maxrss)."""
 
     def __init__(self, device: torch.device):
         self.device, self.mib = device, None
@@ -32,6 +34,7 @@ class PeakMemory(contextlib.AbstractContextManager):
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
         elif STATM.exists():
+            release_freed_host_memory()
             self.peak, self.running = _rss(), True
             self.thread = threading.Thread(target=self._sample, daemon=True)
             self.thread.start()

@@ -19,6 +19,7 @@ import checkpoint
 import train
 from checkpoint import load_model, load_state, load_weights
 from config import UserError
+from eval.summary import main as summary_main
 from eval.summary import markdown, summarize
 from generate import generate_tokens
 from model.positions import ENCODINGS
@@ -61,6 +62,9 @@ def test_resume_is_exact(tiny_args, tmp_path):
     assert (summary["steps"], summary["val_loss"]) == (20, losses(tmp_path / "straight")[20][1])
     assert summary["from_scratch"] and summary["val_loss_by_step"] == {s: v for s, (_, v) in losses(tmp_path / "straight").items()
                                                                       if v is not None}
+    summary_main([str(tmp_path / "straight"), str(tmp_path / "resumed"), "--out", str(tmp_path / "report/training.md")])
+    assert "## Validation loss by step" in (tmp_path / "report/training.md").read_text()
+    assert (tmp_path / "report/training.png").stat().st_size > 10_000
 
 
 def test_summary_tables_the_gap_to_rope_by_step_and_skips_fine_tunes():

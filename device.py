@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import sys
 
 import torch
@@ -43,6 +44,7 @@ def autocast(device: torch.device):
     return contextlib.nullcontext()
 
 
+@functools.cache
 def glibc() -> ctypes.CDLL | None:
     """The C library when it is glibc on Linux (its malloc is what the two functions below tune)."""
     if sys.platform != "linux":
@@ -59,9 +61,8 @@ def keep_freed_host_memory() -> None:
     glibc serves every block above its mmap threshold (dynamic, at most 32 MiB) with a fresh mmap and
     unmaps it on free, and trims the heap top above 128 KiB. A CPU training step allocates and frees
     the same large tensors every time (the logits alone are 64 MiB on configs/study.yaml), so each
-    step page-faults them in again: 2.4M minor faults in 30 steps there, and 9.7 s of system time in
-    a 31 s run of 60 steps. With both thresholds raised the blocks stay in the heap: 0.2M faults, 16%
-    less wall time, about 200 MiB more peak memory (see the README's Speed section). Called once by
+    step page-faults them in again. With both thresholds raised the blocks stay in the heap: faster
+    CPU training for somewhat more peak memory (figures in the README's Speed section). Called by
     pick_device, so every command gets it; a no-op without glibc.
     """
     libc = glibc()

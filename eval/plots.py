@@ -8,6 +8,8 @@ ppl_vs_length.png     perplexity vs evaluation length (log-log), one line per (r
 loss_vs_position.png  at the longest length, each run's loss by position bucket minus NoPE's on the
                       same windows (same seed), so degradation at tail positions is visible rather
                       than averaged away, and text difficulty cancels
+training.png          (plot_training, drawn by eval.summary beside training.md) validation loss
+                      against training step, the mean over seeds with the same band
 """
 from __future__ import annotations
 
@@ -108,6 +110,26 @@ def plot_loss_vs_position(rows: list[dict], path: Path) -> None:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, loc="upper left")
     axes[0].set_ylabel("mean next-token loss - NoPE's (nats; mean over seeds, band: min to max)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_training(by_step: dict[str, dict[int, dict]], path: Path) -> None:
+    """Validation loss against step (eval.summary.by_step): the mean over seeds, a band from the
+    lowest to the highest seed."""
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for i, (run, cells) in enumerate(by_step.items()):
+        steps = sorted(cells)
+        st = style(i)
+        ax.plot(steps, [statistics.fmean(cells[s]["loss"]) for s in steps], label=run, **st)
+        ax.fill_between(steps, [min(cells[s]["loss"]) for s in steps], [max(cells[s]["loss"]) for s in steps],
+                        color=st["color"], alpha=0.15, linewidth=0)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("validation loss (nats; mean over seeds, band: min to max)")
+    ax.set_title("Validation loss during training", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from checkpoint import read_run_config
 from config import ArgumentParser, UserError, run_cli
+from eval.plots import plot_training
 
 REFERENCE = "rope"  # the run the by-step table measures gaps against
 
@@ -41,7 +42,7 @@ def summarize(run_dir: Path) -> dict:
 
 def by_step(summaries: list[dict]) -> dict[str, dict[int, dict]]:
     """{run: {step: {"loss": [per seed], "gap": [per seed, minus the reference run of that seed]}}} for
-    the runs trained from scratch; the gap only where the reference run has that step."""
+    the runs trained from scratch; the gap only for other runs, where the reference run has that step."""
     reference = {s["seed"]: s["val_loss_by_step"] for s in summaries if s["run"] == REFERENCE and s["from_scratch"]}
     table: dict[str, dict[int, dict]] = {}
     for s in summaries:
@@ -50,7 +51,7 @@ def by_step(summaries: list[dict]) -> dict[str, dict[int, dict]]:
         for step, loss in s["val_loss_by_step"].items():
             cell = table.setdefault(s["run"], {}).setdefault(step, defaultdict(list))
             cell["loss"].append(loss)
-            if step in reference.get(s["seed"], {}):
+            if s["run"] != REFERENCE and step in reference.get(s["seed"], {}):
                 cell["gap"].append(loss - reference[s["seed"]][step])
     return table
 
@@ -63,8 +64,8 @@ def markdown(summaries: list[dict]) -> str:
         lines.append(f"| {s['run']} | {s['seed']} | {encoding} | {s['context']} | {s['steps']} | {s['val_loss']:.3f} | "
                      f"{s['val_ppl']:.1f} | {s['tokens_per_s']:,.0f} |")
     table = by_step(summaries)
-    steps = sorted({step for cells in table.values() for step in cells})
     if table:
+        steps = sorted({step for cells in table.values() for step in cells})
         seeds = sorted({s["seed"] for s in summaries if s["from_scratch"]}, key=str)
         lines += ["", f"## Validation loss by step, runs trained from scratch (seeds {', '.join(map(str, seeds))})", "",
                   f"Each cell: the mean over seeds, and in brackets the mean ± standard deviation of the gap to the "
@@ -81,33 +82,9 @@ def format_cell(cell: dict | None) -> str:
         return ""
     text = f"{statistics.fmean(cell['loss']):.3f}"
     gaps = cell["gap"]
-    if gaps and any(g != 0 for g in gaps):
+    if gaps:
         text += f" ({statistics.fmean(gaps):+.3f}" + (f" ± {statistics.stdev(gaps):.3f}" if len(gaps) > 1 else "") + ")"
     return text
-
-
-def plot(summaries: list[dict], path: Path) -> None:
-    """Validation loss against step for the runs trained from scratch: the mean over seeds, a band
-    from the lowest to the highest seed."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for i, (run, cells) in enumerate(by_step(summaries).items()):
-        steps = sorted(cells)
-        colour = plt.get_cmap("tab10")(i % 10)
-        ax.plot(steps, [statistics.fmean(cells[s]["loss"]) for s in steps], marker="o", color=colour, label=run)
-        ax.fill_between(steps, [min(cells[s]["loss"]) for s in steps], [max(cells[s]["loss"]) for s in steps],
-                        color=colour, alpha=0.15, linewidth=0)
-    ax.set_xlabel("training step")
-    ax.set_ylabel("validation loss (nats; mean over seeds, band: min to max)")
-    ax.set_title("Validation loss during training", fontsize=10)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def main(argv=None):
@@ -121,7 +98,7 @@ def main(argv=None):
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(table)
-        plot(summaries, args.out.with_suffix(".png"))
+        plot_training(by_step(summaries), args.out.with_suffix(".png"))
         print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
 
 

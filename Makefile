@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0
 # The install marker names the torch choice, so `make demo TORCH=...` reinstalls after a first install.
 MARKER := $(VENV)/.installed-$(shell printf '%s' '$(TORCH)' | md5sum | cut -c1-12)
 
-.PHONY: install demo test extrapolation extrapolation-gpu gpu-report study-eval study-probe visualize clean
+.PHONY: install demo test extrapolation extrapolation-tasks extrapolation-gpu gpu-report study-eval study-probe task-eval visualize clean
 
 $(MARKER): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -69,6 +69,15 @@ study-eval: $(addprefix study-seed,$(SEED_NUMBERS))
 
 study-probe: $(addprefix study-seed,$(SEED_NUMBERS))
 	$(RUN_PY) -m eval.probe $(STUDY_RUNS) --out $(STUDY_REPORT)
+
+# The long-range task track: the same encodings and fine-tunes trained on data/tasks.py's tasks
+# (configs/tasks.yaml, L = 128), evaluated by eval.tasks at 1x-16x L with every RoPE scaling.
+extrapolation-tasks:
+	$(MAKE) task-eval STUDY=runs/tasks STUDY_CONFIG=configs/tasks.yaml EXTEND_CONFIG=configs/extend-4x-tasks.yaml \
+		STUDY_REPORT=reports/tasks
+
+task-eval: $(addprefix study-seed,$(SEED_NUMBERS))
+	$(RUN_PY) -m eval.tasks $(STUDY_RUNS) --out $(STUDY_REPORT)
 
 # The same study at GPU scale (configs/study-gpu.yaml: 26M parameters, L = 256, 100M tokens a run, two seeds).
 GPU_DATA ?= ../shared/corpora/gutenberg

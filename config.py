@@ -118,9 +118,15 @@ def default_cache_dir() -> str:
     return os.environ.get("POSITIONAL_GPT_CACHE") or str(ROOT / ".cache" / "data")
 
 
+def is_task_source(source: str) -> bool:
+    """`tasks` or `tasks:NAME,...`: generated long-range task sequences (data/tasks.py), not text. The name
+    wins over a local path, as `shakespeare` does; write ./tasks for a folder of that name."""
+    return source == "tasks" or source.startswith("tasks:")
+
+
 @dataclass
 class DataConfig:
-    source: str = "shakespeare"  # shakespeare | a local file, folder or glob | hf:NAME[:CONFIG]
+    source: str = "shakespeare"  # shakespeare | a local file, folder or glob | hf:NAME[:CONFIG] | tasks[:NAME,...]
     vocab_size: int = 4096
     cache_dir: str = field(default_factory=default_cache_dir)
     val_fraction: float = 0.05  # by document, when the source has no split of its own
@@ -129,8 +135,10 @@ class DataConfig:
     text_field: str = "text"  # the column (.parquet, hf:) or field (.jsonl) holding each document
 
     def validate(self) -> None:
-        check(bool(self.source), "data.source", "shakespeare, a local file, folder or glob, or hf:NAME[:CONFIG]",
+        check(bool(self.source), "data.source", "shakespeare, a local file, folder or glob, hf:NAME[:CONFIG] or tasks",
               self.source)
+        if is_task_source(self.source):
+            return  # the task vocabulary's rule is data/tasks.py's; the text-only keys do not apply
         check(self.vocab_size >= 260, "data.vocab_size", "above 259 (256 byte tokens + unk, bos, eos)",
               self.vocab_size)
         for key in ("val_fraction", "test_fraction"):

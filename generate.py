@@ -20,8 +20,8 @@ from typing import Iterator
 
 import torch
 
-from checkpoint import FROM_RUN, load_model
-from config import ArgumentParser, ScalingConfig, UserError, parse_scaling, run_cli
+from checkpoint import FROM_RUN, load_model, read_run_config
+from config import ArgumentParser, ScalingConfig, UserError, is_task_source, parse_scaling, run_cli
 from data import Tokenizer
 from device import pick_device
 from model.attention import KVCache
@@ -72,6 +72,10 @@ def generate_tokens(model: GPT, prompt: list[int], max_new_tokens: int, temperat
 
 def load(args) -> tuple[GPT, Tokenizer]:
     check_options(args)
+    source = ((read_run_config(args.run_dir) or {}).get("data") or {}).get("source", "")
+    if is_task_source(str(source)):
+        raise UserError(f"{args.run_dir} was trained on tasks ({source}), which have no text to generate; "
+                        f"evaluate it with python -m eval.tasks")
     scaling = scaling_option(args.rope_scaling)
     model = load_model(args.run_dir, scaling=scaling, device=pick_device(args.device, "--device"), best=args.best)
     return model, Tokenizer(args.run_dir / "tokenizer.model")

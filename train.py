@@ -51,7 +51,7 @@ from config import (
     run_cli,
     to_dict,
 )
-from data import TokenData, prepare_shards
+from data import TaskData, TokenData, open_data
 from device import autocast, pick_device
 from model.gpt import GPT, make_optimizer
 from model.positions import check as check_model
@@ -111,18 +111,28 @@ def lr_at(step: int, t: TrainConfig) -> float:
 
 
 @torch.no_grad()
-def evaluate(model, windows, data: TokenData, batch_size: int, device) -> float:
-    """Mean next-token loss over fixed validation windows (which never cross a document)."""
+def evaluate(model, batches, device) -> dict:
+    """Mean loss over the scored targets (not -1) of fixed validation batches (task, x, y): text windows
+    inside documents, or task sequences, whose answer accuracy is also given per task (val_acc_<task>)."""
     model.eval()
     total, count = 0.0, 0
-    for i in range(0, len(windows), batch_size):
-        chunk = torch.stack([data.window_tensor(s, e) for s, e, _ in windows[i:i + batch_size]]).to(device)
+    right: dict[str, list[int]] = {}
+    for task, x, y in batches:
+        x, y = x.to(device), y.to(device)
         with autocast(device):
-            _, loss = model(chunk[:, :-1], chunk[:, 1:])
-        total += loss.item() * chunk[:, 1:].numel()
-        count += chunk[:, 1:].numel()
+            logits, loss = model(x, y)
+        scored = y != -1
+        n = int(scored.sum())
+        total += loss.item() * n
+        count += n
+        if task is not None:
+            hits = right.setdefault(task, [0, 0])
+            hits[0] += int((logits.argmax(-1) == y)[scored].sum())
+            hits[1] += n
     model.train()
-    return total / count
+    out = {"val_loss": total / count}
+    out.update({f"val_acc_{task}": hit / n for task, (hit, n) in right.items()})
+    return out
 
 
 class Stopper(contextlib.AbstractContextManager):
@@ -192,9 +202,8 @@ class Session:
     model: GPT
     train_model: torch.nn.Module  # the model as stepped: wrapped by DDP and / or compiled
     optimizer: torch.optim.Optimizer
-    train_data: TokenData
-    val_data: TokenData
-    val_windows: list
+    train_data: TokenData | TaskData
+    val_batches: list  # fixed (task or None, x, y) validation batches
     start: int  # the step training starts from (that of the resumed checkpoint, or 0)
     last_good: int | None  # the step of the checkpoint on disk
     metrics: object = None  # metrics.jsonl, open for appending (rank 0)
@@ -272,10 +281,10 @@ def setup(cfg: Config, resume: bool) -> Session:
         removed = remove_leftovers(run_dir)
         if removed:
             print(f"note: removed {len(removed)} leftover file(s) of an interrupted run in {run_dir}: {', '.join(removed)}")
-        shards = prepare_shards(cfg.data)
+        train_data, val_data, tokenizer = open_data(cfg.data)
     if ddp:
         dist.barrier()
-        shards = prepare_shards(cfg.data, progress=False)  # a cache hit now
+        train_data, val_data, tokenizer = open_data(cfg.data, progress=False)  # a cache hit now
 
     torch.manual_seed(cfg.run.seed)
     model = GPT(cfg.model).to(device)
@@ -303,28 +312,28 @@ def setup(cfg: Config, resume: bool) -> Session:
             model, device_ids=[device.index] if device.type == "cuda" else None)
     if cfg.run.compile:  # after DDP, as PyTorch recommends, so its bucketing is compiled in
         train_model = torch.compile(train_model)
-    val_data = TokenData(shards, "val")
-    val_windows = val_data.eval_windows(cfg.model.max_seq_len, max_tokens=t.eval_tokens)
-    if not val_windows:
-        raise UserError(f"no validation document is longer than model.max_seq_len ({cfg.model.max_seq_len})")
-    s = Session(cfg, run_dir, device, ddp, rank, world, model, train_model, optimizer, TokenData(shards, "train"),
-                val_data, val_windows, start, last_good=start if resume else None,
-                loss_sum=torch.zeros((), device=device))
+    val_batches = val_data.validation(cfg.model.max_seq_len, t.eval_tokens, t.batch_size)
+    s = Session(cfg, run_dir, device, ddp, rank, world, model, train_model, optimizer, train_data, val_batches,
+                start, last_good=start if resume else None, loss_sum=torch.zeros((), device=device))
     if s.main:
-        open_run_dir(s, shards, changes)
+        open_run_dir(s, tokenizer, changes)
     s.log(f"resuming {run_dir} from step {start}" if resume else
           f"initialised from {t.init_from}" if t.init_from else f"starting {run_dir}")
+    corpus = (f"tasks {', '.join(train_data.tasks)}" if isinstance(train_data, TaskData)
+              else f"{len(train_data) / 1e6:.2f}M training tokens")
     s.log(f"{cfg.run.name}: {cfg.model.position.type} | {model.num_params() / 1e6:.2f}M parameters | {device} | "
-          f"{tokens_per_step(cfg)} tokens/step | {len(s.train_data) / 1e6:.2f}M training tokens")
+          f"{tokens_per_step(cfg)} tokens/step | {corpus}")
     s.clock = time.perf_counter()
     return s
 
 
-def open_run_dir(s: Session, shards: Path, changes: dict) -> None:
-    """config.yaml, the tokenizer, metrics.jsonl (cut back to the resumed step), the config history, wandb."""
+def open_run_dir(s: Session, tokenizer: Path | None, changes: dict) -> None:
+    """config.yaml, the tokenizer (a text run), metrics.jsonl (cut back to the resumed step), the config
+    history, wandb."""
     s.run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(s.run_dir / "config.yaml", yaml.safe_dump(to_dict(s.cfg), sort_keys=False))
-    shutil.copyfile(shards / "tokenizer.model", s.run_dir / "tokenizer.model")
+    if tokenizer is not None:
+        shutil.copyfile(tokenizer, s.run_dir / "tokenizer.model")
     s.metrics = open_metrics(s.run_dir, s.last_good)
     if changes:  # config.yaml now holds the new values; this keeps the history
         with open(s.run_dir / "config_changes.jsonl", "a") as f:
@@ -377,9 +386,11 @@ def report(s: Session, step: int, lr: float, is_eval: bool, write=print) -> dict
     row = {"step": step, "loss": round(loss, 5), "lr": lr,
            "tokens_per_s": round(s.loss_count * tokens_per_step(s.cfg) / (time.perf_counter() - s.clock), 1)}
     if is_eval:
-        val = s.val_loss = evaluate(s.model, s.val_windows, s.val_data, s.cfg.train.batch_size, s.device)
-        row.update(val_loss=round(val, 5), val_ppl=round(math.exp(val), 3))
-        write(f"step {step}: train loss {loss:.4f} | val loss {val:.4f} | val ppl {math.exp(val):.2f}")
+        metrics = evaluate(s.model, s.val_batches, s.device)
+        val = s.val_loss = metrics.pop("val_loss")
+        row.update(val_loss=round(val, 5), val_ppl=round(math.exp(val), 3), **{k: round(v, 4) for k, v in metrics.items()})
+        write(f"step {step}: train loss {loss:.4f} | val loss {val:.4f} | val ppl {math.exp(val):.2f}"
+              + "".join(f" | {k.removeprefix('val_')} {v:.2f}" for k, v in metrics.items()))
     if s.main:
         s.metrics.write(json.dumps(row) + "\n")
         s.metrics.flush()

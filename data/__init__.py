@@ -1,6 +1,23 @@
-"""Text sources -> sentencepiece tokenizer -> token shards with document boundaries -> batches."""
+"""Text sources -> sentencepiece tokenizer -> token shards with document boundaries -> batches;
+or a long-range task source (data/tasks.py) whose sequences are generated, not read."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from config import DataConfig, is_task_source
 from data.shards import prepare_shards
+from data.tasks import TaskData
 from data.tokenizer import Tokenizer
 from data.tokens import TokenData
 
-__all__ = ["prepare_shards", "TokenData", "Tokenizer"]
+__all__ = ["open_data", "prepare_shards", "TaskData", "TokenData", "Tokenizer"]
+
+
+def open_data(cfg: DataConfig, progress: bool = True) -> tuple[TokenData | TaskData, TokenData | TaskData, Path | None]:
+    """(training data, validation data, tokenizer.model or None) of a data config: the token shards of a
+    text source (prepared or found in the cache), or a task source."""
+    if is_task_source(cfg.source):
+        data = TaskData(cfg)
+        return data, data, None
+    shards = prepare_shards(cfg, progress)
+    return TokenData(shards, "train"), TokenData(shards, "val"), shards / "tokenizer.model"

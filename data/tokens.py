@@ -97,6 +97,18 @@ class TokenData:
                     total += windows[k][2]
         return sorted(chosen)
 
+    def validation(self, seq_len: int, max_tokens: int, batch_size: int) -> list[tuple[None, torch.Tensor, torch.Tensor]]:
+        """Fixed validation batches (None, x, y) of non-overlapping windows inside documents, at most
+        max_tokens targets in all (train.py's validation loss)."""
+        windows = self.eval_windows(seq_len, max_tokens=max_tokens)
+        if not windows:
+            raise UserError(f"no {self.split} document is longer than model.max_seq_len ({seq_len})")
+        out = []
+        for i in range(0, len(windows), batch_size):
+            chunk = torch.stack([self.window_tensor(s, e) for s, e, _ in windows[i:i + batch_size]])
+            out.append((None, chunk[:, :-1], chunk[:, 1:]))
+        return out
+
     def window_tensor(self, start: int, end: int) -> torch.Tensor:
         """tokens[start:end] as a 1-D int64 tensor."""
         return torch.from_numpy(self.tokens[start:end].astype(np.int64))

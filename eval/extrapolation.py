@@ -39,6 +39,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -59,6 +60,7 @@ from config import (
     ScalingConfig,
     UserError,
     from_dict,
+    is_task_source,
 )
 from data import TokenData, prepare_shards
 from device import autocast, pick_device
@@ -96,8 +98,9 @@ class Measurement:
     decode_from: int | None = None  # prefill this many tokens, decode the rest through the KV cache
 
 
-def read_run(path: Path, name: str) -> Run:
-    """Everything needed to plan a run's measurements; fails now rather than after the other runs."""
+def read_run(path: Path, name: str, tasks: bool = False) -> Run:
+    """Everything needed to plan a run's measurements; fails now rather than after the other runs. A run
+    trained on text when `tasks` (eval.tasks), or on tasks when not, is a UserError naming the right command."""
     read_pointer(path)  # a UserError when there is no checkpoint
     config = read_run_config(path)
     model = model_config(path)
@@ -105,6 +108,10 @@ def read_run(path: Path, name: str) -> Run:
         data = from_dict(DataConfig, config.get("data") or {}, "data")
     except UserError as e:
         raise UserError(f"{path}/config.yaml: {e}") from None
+    if is_task_source(data.source) != tasks:
+        raise UserError(f"{path} was trained on {data.source}, " + (
+            "not tasks: evaluate it with python -m eval.extrapolation or eval.probe" if tasks
+            else "not text: evaluate it with python -m eval.tasks"))
     scaling = model.position.scaling
     check_scaling(scaling, f"{path}/config.yaml: model.position.scaling")
     L = model.max_seq_len
@@ -150,21 +157,22 @@ def plan(run: Run, methods: list[str], lengths: list[int], fixed_factors: list[f
 
 
 @torch.inference_mode()
-def window_losses(model, x: torch.Tensor, y: torch.Tensor, decode_from: int | None, chunk: int) -> torch.Tensor:
-    """Next-token losses (B, n) of windows x -> y (B, n each): one forward pass, or, with
-    `decode_from`, a prefill of that many tokens and then decoding through the KV cache `chunk`
-    tokens at a time, as generation runs."""
-    if decode_from is None:
-        with autocast(x.device):
-            logits, _ = model(x)  # (B, n, V)
-        return F.cross_entropy(logits.float().transpose(1, 2), y, reduction="none")
-    cache, parts = KVCache(model.cfg.n_layers), []
-    edges = [0, *range(decode_from, x.shape[1], chunk), x.shape[1]]
+def logits_in_parts(model, x: torch.Tensor, decode_from: int | None, chunk: int):
+    """Yield (a, b, logits of x[:, a:b]) over inputs x (B, n): one forward pass, or, with `decode_from`,
+    a prefill of that many tokens and then decoding through the KV cache `chunk` tokens at a time, as
+    generation runs (the frequencies of a dynamic scaling follow the current length)."""
+    cache = None if decode_from is None else KVCache(model.cfg.n_layers)
+    edges = [0, x.shape[1]] if decode_from is None else [0, *range(decode_from, x.shape[1], chunk), x.shape[1]]
     for a, b in zip(edges, edges[1:]):
         with autocast(x.device):
             logits, _ = model(x[:, a:b], cache=cache)  # (B, b - a, V)
-        parts.append(F.cross_entropy(logits.float().transpose(1, 2), y[:, a:b], reduction="none"))
-    return torch.cat(parts, dim=1)
+        yield a, b, logits
+
+
+def window_losses(model, x: torch.Tensor, y: torch.Tensor, decode_from: int | None, chunk: int) -> torch.Tensor:
+    """Next-token losses (B, n) of windows x -> y (B, n each), computed as `logits_in_parts` runs them."""
+    return torch.cat([F.cross_entropy(logits.float().transpose(1, 2), y[:, a:b], reduction="none")
+                      for a, b, logits in logits_in_parts(model, x, decode_from, chunk)], dim=1)
 
 
 def token_losses(model, data: TokenData, windows, length: int, batch_size: int, device,
@@ -201,6 +209,23 @@ def finite(x: float, digits: int | None = None) -> float | None:
     return round(x, digits) if digits is not None else x
 
 
+class Models:
+    """One model in memory at a time, loaded again only when the run or the scaling changes."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.key, self.model = device, None, None
+
+    def get(self, path: Path, scaling: ScalingConfig | str | None):
+        key = (str(path), repr(scaling))
+        if key != self.key:
+            self.model = None  # free the previous model before building the next
+            self.model = load_model(path, scaling=scaling, device=self.device)
+            if self.device.type == "cuda":
+                self.model.use_flex_attention(True)  # ALiBi without a T x T bias in memory
+            self.key = key
+        return self.model
+
+
 class Evaluator:
     """Measures rows, reusing loaded models, token data, windows and identical measurements."""
 
@@ -209,7 +234,7 @@ class Evaluator:
         self.split, self.stride, self.max_tokens, self.batch_size = split, stride, max_tokens, batch_size
         self.device, self.decode_chunk = torch.device(device), decode_chunk
         self.data: dict[str, TokenData] = {}
-        self.model_key, self.model = None, None
+        self.models = Models(self.device)
         self.done: dict[tuple, dict] = {}
 
     def token_data(self, cfg: DataConfig) -> TokenData:
@@ -218,15 +243,6 @@ class Evaluator:
             self.data[key] = TokenData(prepare_shards(cfg), self.split)
         return self.data[key]
 
-    def load(self, m: Measurement):
-        key = (str(m.run.path), repr(m.scaling))
-        if key != self.model_key:
-            self.model = None  # free the previous model before building the next
-            self.model = load_model(m.run.path, scaling=m.scaling, device=self.device)
-            if self.device.type == "cuda":
-                self.model.use_flex_attention(True)  # ALiBi without a T x T bias in memory
-            self.model_key = key
-        return self.model
 
     def measure(self, m: Measurement) -> dict:
         run, n = m.run, m.length
@@ -237,11 +253,11 @@ class Evaluator:
                "through_cache": m.decode_from is not None,
                "ppl": None, "nll": None, "tokens": 0, "windows": 0, "split": self.split, "stride": stride,
                "loss_by_position": None, "tokens_per_s": None, "peak_mib": None, "note": None}
-        model = self.load(m)
+        model = self.models.get(run.path, m.scaling)
         limit = model.position.max_positions
         if limit is not None and n > limit:
             return {**row, "note": f"{run.position} positions stop at {limit - 1}"}
-        key = (self.model_key, n, m.decode_from)
+        key = (self.models.key, n, m.decode_from)
         if key not in self.done:
             self.done[key] = self.compute(run, model, n, stride, m.decode_from)
         return {**row, **self.done[key]}
@@ -279,6 +295,21 @@ def write_report(rows: list[dict], out: Path, plots: bool = True) -> None:
 
 # ----------------------------------------------------------------------------- command line
 
+def keep_finished(work: Callable[[], None], rows: list, out: Path, write: Callable[[], None]) -> None:
+    """Run a measuring command's work, which appends to `rows`. A user error, a failed run or Ctrl-C
+    writes the finished rows (write()) and exits with one line: 2 for a bad path or option (nothing
+    measured yet), 1 once measuring began (a checkpoint that breaks then is a failed run), 130 on Ctrl-C."""
+    try:
+        work()
+    except (KeyboardInterrupt, UserError, RunFailed) as e:
+        kept = f" ({len(rows)} finished measurements are in {out})" if rows else ""
+        if rows:
+            write()
+        print(f"error: {str(e).splitlines()[0] if str(e) else 'interrupted'}{kept}", file=sys.stderr)
+        failed = isinstance(e, RunFailed) or bool(rows)
+        sys.exit(130 if isinstance(e, KeyboardInterrupt) else 1 if failed else 2)
+
+
 def parse_lengths(text: str) -> list[int]:
     try:
         lengths = sorted({int(x) for x in text.split(",") if x.strip()})
@@ -298,6 +329,16 @@ def parse_scalings(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def parse_multiples(text: str, option: str = "--multiples") -> list[float]:
+    try:
+        values = sorted({float(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise UserError(f"{option} must be comma-separated numbers, got {text!r}") from None
+    if not values or values[0] <= 0 or not math.isfinite(values[-1]):
+        raise UserError(f"{option} must be positive numbers, got {text!r}")
+    return values
+
+
 def parse_factors(text: str) -> list[float]:
     try:
         factors = [float(x) for x in text.split(",") if x.strip()]
@@ -308,9 +349,9 @@ def parse_factors(text: str) -> list[float]:
     return list(dict.fromkeys(factors))
 
 
-def read_runs(paths: list[Path]) -> list[Run]:
+def read_runs(paths: list[Path], tasks: bool = False) -> list[Run]:
     """The runs, named by their directory, or by the path as given where two runs of one seed share a name."""
-    runs = [read_run(p, p.name) for p in paths]
+    runs = [read_run(p, p.name, tasks) for p in paths]
     keys = [(r.name, r.seed) for r in runs]
     for r, key in zip(runs, keys):
         if keys.count(key) > 1:
@@ -340,7 +381,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = parser.parse_args(argv)
 
     rows: list[dict] = []
-    try:
+
+    def work():
         lengths, methods = parse_lengths(args.lengths), parse_scalings(args.scaling)
         fixed_factors = parse_factors(args.fixed_factors)
         for option, value in (("--stride", args.stride), ("--batch-size", args.batch_size),
@@ -366,15 +408,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                       f"({row['tokens']} tokens, {row['windows']} windows)"
                       + (f" [{row['note']}]" if row["note"] else ""))
         bar.close()
-        write_report(rows, args.out)
-    except (KeyboardInterrupt, UserError, RunFailed) as e:
-        kept = f" ({len(rows)} finished measurements are in {args.out})" if rows else ""
-        if rows:
-            write_report(rows, args.out)
-        print(f"error: {str(e).splitlines()[0] if str(e) else 'interrupted'}{kept}", file=sys.stderr)
-        # a bad path or option is the user's (2); a checkpoint that breaks once measuring began is a failed run (1)
-        failed = isinstance(e, RunFailed) or bool(rows)
-        sys.exit(130 if isinstance(e, KeyboardInterrupt) else 1 if failed else 2)
+    keep_finished(work, rows, args.out, lambda: write_report(rows, args.out))
+    write_report(rows, args.out)
     print(markdown(rows))
     peak = max((r["peak_mib"] for r in rows if r["peak_mib"] is not None), default=0)
     print(f"wrote {args.out}/results.json, results.md, ppl_vs_length.png, loss_vs_position.png | "

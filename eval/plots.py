@@ -135,6 +135,83 @@ def plot_training(by_step: dict[str, dict[int, dict]], path: Path) -> None:
     plt.close(fig)
 
 
+def task_panels(curves: dict[tuple, dict]) -> tuple[list[str], list[list[tuple]]]:
+    """(tasks, [keys of encodings and fine-tunes, keys of RoPE scalings]) of eval.tasks curves keyed
+    (task, run, label)."""
+    tasks = list(dict.fromkeys(k[0] for k in curves))
+    scalings = [k for k in curves if k[2] != "none" and "(fine-tuned)" not in k[2]]
+    return tasks, [[k for k in curves if k not in scalings], scalings]
+
+
+def plot_task_accuracy(by_length: dict, by_distance: dict, learned: dict, out_dir: Path) -> None:
+    """accuracy_vs_length.png and accuracy_vs_distance.png of eval.tasks: a column per task, the encodings
+    and fine-tunes above, the RoPE scalings below; the mean over seeds with a band from the lowest to the
+    highest seed; a curve of a run that did not learn the task at L is drawn dotted."""
+    for curves, name, xlabel in ((by_length, "accuracy_vs_length.png", "evaluation length (multiples of L)"),
+                                 (by_distance, "accuracy_vs_distance.png",
+                                  "distance of the facts back from the end (tokens; band upper edge), longest length")):
+        tasks, rows = task_panels(curves)
+        if not tasks:
+            continue
+        fig, axes = plt.subplots(2, len(tasks), figsize=(4.2 * len(tasks), 8.5), sharey=True, squeeze=False)
+        for r, keys in enumerate(rows):
+            labels = list(dict.fromkeys((k[1], k[2]) for k in keys))
+            for c, task in enumerate(tasks):
+                ax = axes[r][c]
+                for i, (run, label) in enumerate(labels):
+                    cells = curves.get((task, run, label))
+                    points = [(x if name.endswith("length.png") else x[1], list(v.values()))
+                              for x, v in sorted(cells.items()) if None not in v.values()] if cells else []
+                    if not points:
+                        continue
+                    x, values = zip(*points)
+                    st = style(i)
+                    if not all(learned.get((run, seed, task), True) for seed in cells[next(iter(cells))]):
+                        st["linestyle"] = ":"
+                    ax.plot(x, [100 * statistics.fmean(v) for v in values], label=run if label == "none" else f"{run}: {label}",
+                            **st)
+                    ax.fill_between(x, [100 * min(v) for v in values], [100 * max(v) for v in values],
+                                    color=st["color"], alpha=0.12, linewidth=0)
+                ax.set_xscale("log", base=2)
+                ax.xaxis.set_major_formatter(ticker.FuncFormatter(
+                    (lambda v, _: f"{v:g}x") if name.endswith("length.png") else (lambda v, _: f"{v:.0f}")))
+                ax.set_ylim(-3, 103)
+                ax.grid(True, alpha=0.3)
+                ax.set_title(f"{task}: {'encodings and fine-tunes' if r == 0 else 'RoPE scalings'}", fontsize=9)
+                if r == 1:
+                    ax.set_xlabel(xlabel, fontsize=8)
+            axes[r][0].set_ylabel("answer accuracy (%; mean over seeds, band: min to max)", fontsize=8)
+            axes[r][-1].legend(fontsize=6, loc="center left", bbox_to_anchor=(1.02, 0.5))
+        fig.tight_layout()
+        fig.savefig(out_dir / name, dpi=110)
+        plt.close(fig)
+
+
+def plot_task_training(curves: dict[str, dict[str, dict[int, list[float]]]], path: Path) -> None:
+    """Validation answer accuracy against step, a panel per task: {task: {run: {step: [per seed]}}}, the
+    mean over seeds with a band from the lowest to the highest seed."""
+    if not curves:
+        return
+    fig, axes = plt.subplots(1, len(curves), figsize=(4.2 * len(curves), 4), sharey=True, squeeze=False)
+    for ax, (task, runs) in zip(axes[0], curves.items()):
+        for i, (run, cells) in enumerate(runs.items()):
+            steps = sorted(cells)
+            st = style(i)
+            ax.plot(steps, [100 * statistics.fmean(cells[s]) for s in steps], label=run, **st)
+            ax.fill_between(steps, [100 * min(cells[s]) for s in steps], [100 * max(cells[s]) for s in steps],
+                            color=st["color"], alpha=0.12, linewidth=0)
+        ax.axhline(90, color="grey", linestyle="--", linewidth=1)
+        ax.set_title(f"{task}: validation accuracy at L", fontsize=9)
+        ax.set_xlabel("training step")
+        ax.set_ylim(-3, 103)
+        ax.grid(True, alpha=0.3)
+    axes[0][0].set_ylabel("answer accuracy (%; mean over seeds, band: min to max)", fontsize=8)
+    axes[0][-1].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plot_results(rows: list[dict], out_dir: str | Path) -> list[Path]:
     """Write both plots into out_dir; returns their paths."""
     out_dir = Path(out_dir)

@@ -12,9 +12,11 @@ copy     A span of `--span` held-out tokens, then held-out text, then the span a
          baseline - value > 0 means the model looked back D tokens and copied (induction copying,
          Olsson et al. 2022, arXiv 2209.11895).
 passkey  The PI / YaRN papers' task (the passkey retrieval of Chen et al. 2306.15595, section 3, and
-         of Peng et al. 2309.00071, section 4): a five-digit key stated once at a depth of held-out
-         filler text of the given length, asked for at the end. `value` is the accuracy of greedy (teacher-forced) prediction
-         of every digit of the key; tiny models may score zero everywhere.
+         of Peng et al. 2309.00071, section 4): a key stated once at a depth of held-out filler text of the
+         given length, asked for at the end. The key is a word the tokenizer holds as one token (key_words;
+         digits would be rare byte-fallback tokens). `value` is the share of keys ranked first among the
+         candidate words by the model's prediction of the answer; `rank` the mean rank of the true key
+         (chance: (candidates + 1) / 2), so partial retrieval shows where accuracy is zero.
 
 Every run sees the same samples (a fixed generator), so encodings are compared on the same text.
 Runs and scalings are chosen as in eval.extrapolation: rope runs without scaling get each static
@@ -38,7 +40,7 @@ from checkpoint import FROM_RUN, atomic_write_text, load_model
 from config import ArgumentParser, RunFailed, ScalingConfig, UserError
 from data import TokenData, Tokenizer, prepare_shards
 from device import autocast, pick_device
-from eval.extrapolation import Run, parse_scalings, read_runs
+from eval.extrapolation import Run, parse_multiples, parse_scalings, read_runs
 from model.rope import SCALINGS
 
 DEFAULT_MULTIPLES = "0.25,0.5,1,2,4,8,16"
@@ -64,8 +66,9 @@ def model_variants(run: Run, methods: list[str], length: int) -> list[tuple[str,
     return out
 
 
-class PromptTooLong(ValueError):
-    """A passkey length shorter than the key, the question and the answer."""
+class NoPasskey(ValueError):
+    """A passkey prompt that cannot be built: a length shorter than the fact and the question, or a
+    tokenizer that holds fewer than two candidate key words as single tokens."""
 
 
 def forward_in_batches(model, sequences: torch.Tensor, device):
@@ -84,9 +87,16 @@ def losses(model, sequences: torch.Tensor, device) -> torch.Tensor:
                       for x, logits in forward_in_batches(model, sequences, device)])
 
 
-def greedy(model, sequences: torch.Tensor, device) -> torch.Tensor:
-    """The model's argmax next token (N, T-1) for every target of sequences (N, T)."""
-    return torch.cat([logits.argmax(-1).cpu() for _, logits in forward_in_batches(model, sequences, device)])
+def key_ranks(model, sequences: torch.Tensor, keys: list[int], candidates: list[int], device) -> list[int]:
+    """The rank (1 = first) of the true key among the candidate key tokens in the model's prediction of the
+    last token of each sequence: partial retrieval shows as a rank below the chance mean."""
+    ranks = []
+    for x, logits in forward_in_batches(model, sequences, device):
+        scores = logits[:, -1, candidates].float().cpu()  # (B, candidates)
+        for row in scores:
+            k = keys[len(ranks)]
+            ranks.append(1 + int((row > row[k]).sum()))
+    return ranks
 
 
 def text_inside_a_document(data: TokenData, length: int, g: torch.Generator) -> torch.Tensor:
@@ -115,25 +125,47 @@ def copy_samples(data: TokenData, distance: int, span: int, n: int, seed: int) -
     return torch.stack(repeat), torch.stack(control)
 
 
+N_KEY_WORDS = 32
+
+
+def key_words(tokenizer: Tokenizer, n: int = N_KEY_WORDS) -> list[tuple[str, int]]:
+    """(word, token id) of the candidate keys: the first `n` whole lowercase words of four letters or more
+    in the tokenizer's vocabulary (BPE ids follow merge order, so these are frequent words), each one
+    token with its leading space."""
+    out = []
+    for i in range(tokenizer.vocab_size):
+        piece = tokenizer.sp.id_to_piece(i)
+        word = piece[1:]
+        if piece.startswith("\u2581") and len(word) >= 4 and word.isalpha() and word.islower() \
+                and tokenizer.encode(f" {word}") == [i]:
+            out.append((word, i))
+            if len(out) == n:
+                break
+    return out
+
+
 def passkey_samples(tokenizer: Tokenizer, data: TokenData, length: int, depth: float, n: int,
                     seed: int) -> tuple[torch.Tensor, list[int]]:
-    """(n, length) sequences: filler text with a key stated at `depth`, ending in the question and
-    the key's digits; and the number of answer tokens at the end of each."""
+    """(n, length) sequences: filler text with a key word stated at `depth`, ending in the question and
+    the key; and the index of the key in the candidate list for each."""
     g = torch.Generator().manual_seed(seed * 104729 + length * 10 + int(depth * 10))
-    out, answer_lens = [], []
+    candidates = key_words(tokenizer)
+    if len(candidates) < 2:
+        raise NoPasskey(f"the tokenizer holds {len(candidates)} of the candidate key words as one token")
+    out, keys = [], []
     for _ in range(n):
-        key = str(int(torch.randint(10000, 100000, (1,), generator=g)))
-        fact = tokenizer.encode(f" The pass key is {key}. Remember it. {key} is the pass key.")
+        k = int(torch.randint(len(candidates), (1,), generator=g))
+        word, token = candidates[k]
+        fact = tokenizer.encode(f" The pass key is {word}. Remember it. {word} is the pass key.")
         question = tokenizer.encode(" What is the pass key? The pass key is")
-        answer = tokenizer.encode(f" {key}")
-        filler_len = length - len(fact) - len(question) - len(answer)
+        filler_len = length - len(fact) - len(question) - 1
         if filler_len < 1:
-            raise PromptTooLong(f"the passkey prompt does not fit in {length} tokens")
+            raise NoPasskey(f"the passkey prompt does not fit in {length} tokens")
         filler = text_inside_a_document(data, filler_len, g).tolist()
         at = int(depth * filler_len)
-        out.append(torch.tensor(filler[:at] + fact + filler[at:] + question + answer))
-        answer_lens.append(len(answer))
-    return torch.stack(out), answer_lens
+        out.append(torch.tensor(filler[:at] + fact + filler[at:] + question + [token]))
+        keys.append(k)
+    return torch.stack(out), keys
 
 
 def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n_copy: int, n_passkey: int,
@@ -169,13 +201,14 @@ def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n
                              "gain": round(baseline - value, 5), "samples": n_copy})
             else:
                 try:
-                    sequences, answer_lens = passkey_samples(tokenizer, data, size, depth, n_passkey, seed)
-                except PromptTooLong as e:
+                    sequences, keys = passkey_samples(tokenizer, data, size, depth, n_passkey, seed)
+                except NoPasskey as e:
                     rows.append({**row, "note": str(e)})
                     continue
-                guesses = greedy(model, sequences, device)  # (n, length - 1): the argmax for each target
-                correct = [bool((guesses[i, -a:] == sequences[i, -a:]).all()) for i, a in enumerate(answer_lens)]
-                rows.append({**row, "value": round(sum(correct) / len(correct), 4), "samples": n_passkey})
+                ranks = key_ranks(model, sequences, keys, [t for _, t in key_words(tokenizer)], device)
+                rows.append({**row, "value": round(sum(r == 1 for r in ranks) / len(ranks), 4),
+                             "rank": round(statistics.fmean(ranks), 3), "candidates": len(key_words(tokenizer)),
+                             "samples": n_passkey})
     return rows
 
 
@@ -217,6 +250,18 @@ def markdown(rows: list[dict]) -> str:
             values = ["" if n not in by_n else "n/a" if any(v is None for v in by_n[n])
                       else f"{statistics.fmean(by_n[n]):.2f}" for n in lengths]
             lines.append(f"| {run} | {scaling} | {L} | " + " | ".join(values) + " |")
+        rank: dict[tuple, dict[int, list]] = defaultdict(lambda: defaultdict(list))
+        for r in passkey:
+            rank[(r["run"], r["scaling"], r["train_length"])][r["length"]].append(r.get("rank"))
+        candidates = next((r["candidates"] for r in passkey if r.get("candidates")), None)
+        lines += ["", f"## Passkey: mean rank of the true key among {candidates} candidate words "
+                  f"(chance {(candidates + 1) / 2 if candidates else 'n/a'}; 1 is retrieval)", "",
+                  "| run | scaling | L | " + " | ".join(str(n) for n in lengths) + " |",
+                  "|---|---|---:|" + "---:|" * len(lengths)]
+        for (run, scaling, L), by_n in rank.items():
+            values = ["" if n not in by_n else "n/a" if any(v is None for v in by_n[n])
+                      else f"{statistics.fmean(by_n[n]):.1f}" for n in lengths]
+            lines.append(f"| {run} | {scaling} | {L} | " + " | ".join(values) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -256,16 +301,6 @@ def plot(rows: list[dict], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
-
-def parse_multiples(text: str) -> list[float]:
-    try:
-        values = sorted({float(x) for x in text.split(",") if x.strip()})
-    except ValueError:
-        raise UserError(f"--multiples must be comma-separated numbers, got {text!r}") from None
-    if not values or values[0] <= 0:
-        raise UserError(f"--multiples must be positive numbers, got {text!r}")
-    return values
 
 
 def main(argv: list[str] | None = None) -> list[dict]:

@@ -1,0 +1,280 @@
+"""Accuracy on the long-range tasks (data/tasks.py) at and beyond the training length, by length and by
+distance, for every run, seed, RoPE scaling and fine-tune.
+
+    python -m eval.tasks runs/tasks/seed1/rope runs/tasks/seed1/alibi [--multiples 1,2,4,8,16] [--lengths ...] \
+        [--scaling none,linear,ntk,dynamic,yarn,dynamic-yarn,llama3] [--fixed-factors 4] [--samples 24] \
+        [--decode-chunk 1] [--device cpu] [--out reports/tasks]
+
+Which scalings apply to which run is eval.extrapolation's rule (`plan`): an unscaled RoPE run gets every
+method, static ones at s = length / L and at each fixed factor, dynamic ones through the KV cache as in
+generation; a fine-tune gets its own scaling; other encodings none; `learned` past its table is n/a.
+
+At each length n the facts are placed in distance bands, counted back from the sequence's last token:
+(0, L], (L, 2L], (2L, 4L] ... (n/2, n], --samples sequences per band and task. A band with hi <= L in a
+sequence longer than L puts the facts at positions past L but at a distance seen in training; a band
+with lo >= L asks for a distance longer than any seen in training: two different failures. The accuracy
+at a length pools its bands. Every run sees the same sequences (a fixed seed).
+
+A run has learned a task when its accuracy at L (no scaling, or its own) is at least 90%; results.md
+marks the rows of a task a run has not learned. Writes results.json (one row per run, scaling, task,
+length and band; rewritten after each measurement), results.md (mean ± sd over seeds) and plots:
+accuracy_vs_length.png, accuracy_vs_distance.png and training.png (validation accuracy by step).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from tqdm import tqdm
+
+from checkpoint import atomic_write_text
+from config import ArgumentParser, UserError
+from data.tasks import sample, task_names, to_batch
+from device import pick_device
+from eval.extrapolation import (
+    Measurement,
+    Models,
+    Run,
+    keep_finished,
+    logits_in_parts,
+    parse_factors,
+    parse_lengths,
+    parse_multiples,
+    parse_scalings,
+    plan,
+    read_runs,
+)
+from eval.results import curve_label, spread
+from model.rope import SCALINGS
+
+DEFAULT_MULTIPLES = "1,2,4,8,16"
+DEFAULT_SAMPLES = 24
+EVAL_SEED = 31_415_926  # the evaluation sequences: the same for every run, never a training sequence
+LEARNED = 0.9  # accuracy at L from which a run counts as having learned a task
+TOKENS_PER_FORWARD = 32768
+
+
+def bands(length: int, L: int) -> list[tuple[int, int]]:
+    """Distance bands (lo, hi] back from the last token: (0, L], then doubling up to the length."""
+    edges = [0, min(L, length)]
+    while edges[-1] < length:
+        edges.append(min(2 * edges[-1], length))
+    return list(zip(edges, edges[1:]))
+
+
+def answer_accuracy(model, samples, decode_from: int | None, chunk: int, device) -> tuple[int, int, float]:
+    """(correct answers, answers, summed answer loss) of greedy next-token predictions over samples of one
+    length, in batches that bound memory."""
+    n = len(samples[0].tokens) - 1
+    batch = max(1, TOKENS_PER_FORWARD // n)
+    right, count, loss = 0, 0, 0.0
+    for i in range(0, len(samples), batch):
+        x, y = (t.to(device) for t in to_batch(samples[i:i + batch]))
+        for a, b, logits in logits_in_parts(model, x, decode_from, chunk):
+            target = y[:, a:b]
+            scored = target != -1
+            if scored.any():
+                right += int((logits.argmax(-1) == target)[scored].sum())
+                count += int(scored.sum())
+                loss += float(F.cross_entropy(logits.float()[scored], target[scored], reduction="sum"))
+    return right, count, loss
+
+
+class TaskEvaluator:
+    def __init__(self, samples: int, device: torch.device, decode_chunk: int):
+        self.samples, self.device, self.decode_chunk = samples, device, decode_chunk
+        self.models = Models(device)
+        self.done: dict[tuple, dict] = {}
+
+    def measure(self, m: Measurement, task: str) -> list[dict]:
+        run, n = m.run, m.length
+        base = {"run": run.name, "seed": run.seed, "position": run.position, "task": task, "scaling": m.label,
+                "factor_rule": m.factor_rule, "factor": None if m.factor is None else round(m.factor, 6),
+                "length": n, "train_length": run.train_length, "multiple": round(n / run.train_length, 4),
+                "through_cache": m.decode_from is not None}
+        model = self.models.get(run.path, m.scaling)
+        limit = model.position.max_positions
+        rows = []
+        for lo, hi in bands(n, run.train_length):
+            row = {**base, "distance": f"{lo}-{hi}", "distance_lo": lo, "distance_hi": hi,
+                   "trained_distance": hi <= run.train_length, "accuracy": None, "answers": 0, "loss": None,
+                   "samples": self.samples, "note": None}
+            if limit is not None and n > limit:
+                rows.append({**row, "note": f"{run.position} positions stop at {limit - 1}"})
+                continue
+            key = (self.models.key, task, n, lo, hi, m.decode_from)
+            if key not in self.done:
+                samples = [sample(task, n + 1, EVAL_SEED, i, (lo, hi)) for i in range(self.samples)]
+                right, count, loss = answer_accuracy(model, samples, m.decode_from, self.decode_chunk, self.device)
+                self.done[key] = {"accuracy": round(right / count, 5), "answers": count, "loss": round(loss / count, 5)}
+            rows.append({**row, **self.done[key]})
+        return rows
+
+
+# ----------------------------------------------------------------------------- report
+
+def pooled(rows: list[dict]) -> dict[tuple, float | None]:
+    """{(run, seed, task, curve label, length): accuracy over every band}; None where not applicable."""
+    out: dict[tuple, list[int]] = {}
+    for r in rows:
+        key = (r["run"], r["seed"], r["task"], curve_label(r), r["length"])
+        if r["accuracy"] is None:
+            out[key] = None
+        elif out.setdefault(key, [0, 0]) is not None:
+            out[key][0] += round(r["accuracy"] * r["answers"])
+            out[key][1] += r["answers"]
+    return {k: (v[0] / v[1] if v else None) for k, v in out.items()}
+
+
+def learned(rows: list[dict]) -> dict[tuple, bool]:
+    """{(run, seed, task): accuracy at L >= 90%}, measured without scaling or with the run's own."""
+    acc = pooled(rows)
+    out = {}
+    for r in rows:
+        if r["multiple"] == 1 and r["factor_rule"] in (None, "fine-tuned"):
+            out[(r["run"], r["seed"], r["task"])] = (acc[(r["run"], r["seed"], r["task"], curve_label(r), r["length"])]
+                                                    or 0) >= LEARNED
+    return out
+
+
+def cell(values: list[float | None]) -> str:
+    if not values or any(v is None for v in values):
+        return "n/a"
+    mean, std = spread(values)
+    return f"{100 * mean:.0f}" + (f" ± {100 * std:.0f}" if std is not None else "")
+
+
+def curves(rows: list[dict], by: str) -> dict[tuple, dict]:
+    """{(task, run, curve label): {x: {seed: accuracy}}} with x the length (pooled over bands) or, at each
+    run's longest length, the distance band."""
+    acc = pooled(rows)
+    out: dict[tuple, dict] = {}
+    longest = {}
+    for r in rows:
+        longest[r["run"]] = max(longest.get(r["run"], 0), r["length"])
+    for r in rows:
+        key = (r["task"], r["run"], curve_label(r))
+        if by == "length":
+            out.setdefault(key, {}).setdefault(r["multiple"], {})[r["seed"]] = \
+                acc[(r["run"], r["seed"], r["task"], curve_label(r), r["length"])]
+        elif r["length"] == longest[r["run"]]:
+            out.setdefault(key, {}).setdefault((r["distance_lo"], r["distance_hi"]), {})[r["seed"]] = r["accuracy"]
+    return out
+
+
+def markdown(rows: list[dict]) -> str:
+    ok = learned(rows)
+    seeds = sorted({r["seed"] for r in rows})
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    lines = ["# Long-range tasks: answer accuracy (%) by length and by distance", "",
+             f"Mean ± sample standard deviation over seeds ({', '.join(map(str, seeds))}); greedy prediction of "
+             "every answer token, the question's own tokens given. Chance: copy and recall 1/16, passkey 1/10, "
+             "recall1 1/4, passkey1 1/16.", "",
+             f"- †: a seed of this run did not learn the task (below {LEARNED:.0%} at L): its rows past L say "
+             "nothing about extrapolation.",
+             "- By length: the facts in every distance band back from the end, (0, L] to (n/2, n], pooled.",
+             "- By distance, at each run's longest length: (0, L] is positions past L at distances seen in "
+             "training; the other bands are distances longer than any seen in training.",
+             "- s = length/L, s = 4, s = T/L (cached): the scalings as in eval.extrapolation; \"(fine-tuned)\": "
+             "continued at 4x L with that scaling, \"none (fine-tuned)\" the control."]
+    for by, title in (("length", "by length (multiples of L)"), ("distance", "by distance back, at the longest length")):
+        table = curves(rows, by)
+        for task in tasks:
+            keys = [k for k in table if k[0] == task]
+            xs = sorted({x for k in keys for x in table[k]})
+            head = [f"{x:g}x" for x in xs] if by == "length" else [f"{lo}-{hi}" for lo, hi in xs]
+            lines += ["", f"## {task}: {title}", "", "| run | scaling | " + " | ".join(head) + " |",
+                      "|---|---|" + "---:|" * len(xs)]
+            for key in keys:
+                _, run, label = key
+                mark = "" if all(ok.get((run, s, task), True) for s in seeds) else " †"
+                values = [cell(list(table[key][x].values())) if x in table[key] else "" for x in xs]
+                lines.append(f"| {run}{mark} | {label} | " + " | ".join(values) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def training_curves(runs: list[Run]) -> dict[str, dict[str, dict[int, list[float]]]]:
+    """{task: {run: {step: [validation accuracy per seed]}}} from the metrics.jsonl of the runs trained
+    from scratch (fine-tunes count their own steps)."""
+    out: dict[str, dict[str, dict[int, list[float]]]] = {}
+    for run in runs:
+        path = run.path / "metrics.jsonl"
+        if run.continued or not path.is_file():
+            continue
+        for line in path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a torn last line of a killed run
+            for key, value in row.items():
+                if key.startswith("val_acc_"):
+                    task = key.removeprefix("val_acc_")
+                    out.setdefault(task, {}).setdefault(run.name, {}).setdefault(row["step"], []).append(value)
+    return out
+
+
+def write_report(rows: list[dict], runs: list[Run], out: Path, plots: bool = True) -> None:
+    atomic_write_text(out / "results.json", json.dumps(rows, indent=2, allow_nan=False) + "\n")
+    atomic_write_text(out / "results.md", markdown(rows))
+    if plots:
+        from eval.plots import plot_task_accuracy, plot_task_training
+        plot_task_accuracy(curves(rows, "length"), curves(rows, "distance"), learned(rows), out)
+        plot_task_training(training_curves(runs), out / "training.png")
+
+
+# ----------------------------------------------------------------------------- command line
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", type=Path, help="run directories trained on a task source")
+    parser.add_argument("--multiples", default=DEFAULT_MULTIPLES,
+                        help=f"evaluation lengths as multiples of each run's L (default {DEFAULT_MULTIPLES})")
+    parser.add_argument("--lengths", default=None, help="evaluation lengths in tokens (instead of --multiples)")
+    parser.add_argument("--scaling", default=",".join(SCALINGS),
+                        help="RoPE scaling methods for unscaled rope runs (default: all)")
+    parser.add_argument("--fixed-factors", default="4",
+                        help="fixed factors at which static methods are also evaluated ('' for none; default 4)")
+    parser.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
+                        help=f"sequences per task, length and distance band (default {DEFAULT_SAMPLES})")
+    parser.add_argument("--decode-chunk", type=int, default=1,
+                        help="tokens per decoding step of the dynamic methods past L (default 1, as in generation)")
+    parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
+    parser.add_argument("--out", type=Path, default=Path("reports/tasks"))
+    args = parser.parse_args(argv)
+    rows: list[dict] = []
+    runs: list[Run] = []
+
+    def work():
+        methods, fixed_factors = parse_scalings(args.scaling), parse_factors(args.fixed_factors)
+        lengths = parse_lengths(args.lengths) if args.lengths else None
+        multiples = parse_multiples(args.multiples)
+        for option, value in (("--samples", args.samples), ("--decode-chunk", args.decode_chunk)):
+            if value < 1:
+                raise UserError(f"{option} must be >= 1, got {value}")
+        if args.out.exists() and not args.out.is_dir():
+            raise UserError(f"--out {args.out} is a file, not a folder")
+        runs.extend(read_runs(args.runs, tasks=True))
+        jobs = [(m, task) for run in runs
+                for m in plan(run, methods, lengths or [round(k * run.train_length) for k in multiples], fixed_factors)
+                for task in task_names(run.data.source)]
+        evaluator = TaskEvaluator(args.samples, pick_device(args.device, "--device"), args.decode_chunk)
+        args.out.mkdir(parents=True, exist_ok=True)
+        bar = tqdm(jobs, unit="measurement", dynamic_ncols=True, disable=None)  # off when not a terminal
+        for m, task in bar:
+            bar.set_description(f"{m.run.name} | {m.label} | {task} | {m.length}")
+            rows.extend(evaluator.measure(m, task))
+            write_report(rows, runs, args.out, plots=False)  # finished rows survive a crash or Ctrl-C
+        bar.close()
+    keep_finished(work, rows, args.out, lambda: write_report(rows, runs, args.out))
+    write_report(rows, runs, args.out)
+    print(markdown(rows))
+    print(f"wrote {args.out}/results.json, results.md, accuracy_vs_length.png, accuracy_vs_distance.png, training.png")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""The long-range task track: the task sequences (data/tasks.py), training on them through train.py,
+and eval.tasks' rows by length, distance band, scaling and fine-tune."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import train
+from config import DataConfig, UserError
+from data.tasks import (
+    FILLER,
+    KEY,
+    KEYS,
+    PAIRS,
+    PASSES,
+    QUERY,
+    TASKS,
+    VALUES,
+    VOCAB_SIZE,
+    TaskData,
+    sample,
+    task_names,
+    to_batch,
+)
+from eval import tasks as eval_tasks
+from conftest import logged_losses
+
+REPO = Path(__file__).resolve().parents[1]
+L = 64
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_every_answer_is_the_token_its_fact_holds(task):
+    for i in range(20):
+        s = sample(task, 129, seed=3, index=i)
+        assert s.tokens.shape == (129,) and s.tokens.max() < VOCAB_SIZE and s.tokens.min() >= 0
+        answers, facts = s.tokens[s.answers], s.tokens[s.facts]
+        if task == "recall1":  # the fused token holds key and value
+            assert ((facts - PAIRS) % 4 == answers - VALUES[0]).all()
+            assert (KEYS[(facts - PAIRS) // 4] == s.tokens[s.answers - 1]).all()  # asked by its key
+        elif task == "passkey1":
+            assert (facts - PASSES == answers - VALUES[0]).all() and s.tokens[-2] == QUERY
+        else:
+            assert (answers == facts).all()
+        if task == "recall":
+            assert (s.tokens[s.facts - 1] == s.tokens[s.answers - 1]).all()  # the key before the value, asked
+        if task == "passkey":
+            assert s.tokens[s.facts[0] - 1] == KEY and s.tokens[-6] == KEY
+        assert (s.distances > 0).all() and (s.answers >= 1).all()
+        # the facts' alphabet never occurs in the filler, so nothing but the fact answers the question
+        others = np.setdiff1d(np.arange(129), np.concatenate([s.facts, s.facts - 1, s.answers, s.answers - 1]))
+        assert np.isin(s.tokens[others], FILLER).all()
+
+
+def test_facts_cover_the_whole_window_so_no_fixed_offset_solves_a_task():
+    for task in TASKS:
+        distances = np.concatenate([sample(task, 129, seed=1, index=i).distances for i in range(300)])
+        assert distances.min() < 16 and distances.max() > 100, task
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_distance_bands_place_every_fact_inside_them(task):
+    n = 1024 + 1
+    for lo, hi in [(0, 128), (128, 256), (512, 1024)]:
+        for i in range(10):
+            s = sample(task, n, seed=2, index=i, distances=(lo, hi))
+            back = n - 1 - s.facts
+            assert (back > lo).all() and (back <= hi).all()
+            if hi <= 128:
+                assert s.distances.max() < 128  # a distance seen in training at L = 128
+
+
+def test_sequences_are_a_pure_function_of_their_arguments():
+    a, b = sample("recall", 129, 5, 7), sample("recall", 129, 5, 7)
+    assert np.array_equal(a.tokens, b.tokens) and np.array_equal(a.answers, b.answers)
+    assert not np.array_equal(a.tokens, sample("recall", 129, 6, 7).tokens)
+
+
+def test_targets_are_the_answers_only():
+    samples = [sample("passkey", 65, 1, i) for i in range(3)]
+    x, y = to_batch(samples)
+    assert x.shape == y.shape == (3, 64)
+    for i, s in enumerate(samples):
+        scored = (y[i] != -1).nonzero().flatten().numpy()
+        assert np.array_equal(scored, s.answers - 1)  # y[t] predicts tokens[t + 1]
+        assert torch.equal(y[i, scored], torch.from_numpy(s.tokens[s.answers]))
+
+
+def test_a_global_batch_is_the_same_however_it_is_split():
+    data = TaskData(DataConfig(source="tasks", vocab_size=VOCAB_SIZE))
+    whole_x, whole_y = data.batch(8, 64, seed=1, step=3)
+    parts = [data.batch(2, 64, seed=1, step=3, micro_step=m, micro_steps=2, rank=r, world_size=2)
+             for m in range(2) for r in range(2)]
+    assert torch.equal(torch.cat([p[0] for p in parts]), whole_x)
+    assert torch.equal(torch.cat([p[1] for p in parts]), whole_y)
+
+
+def test_task_sources_and_their_vocabulary_are_checked():
+    assert task_names("tasks") == list(TASKS)
+    assert task_names("tasks:passkey1,recall1") == ["recall1", "passkey1"]  # registry order
+    with pytest.raises(UserError, match="unknown task 'recal'"):
+        task_names("tasks:recal")
+    with pytest.raises(UserError, match=f"at least {VOCAB_SIZE}"):
+        TaskData(DataConfig(source="tasks", vocab_size=100))
+
+
+@pytest.fixture(scope="module")
+def task_runs(tmp_path_factory):
+    """rope and learned trained briefly on two tasks at L = 64, and a yarn fine-tune of rope to 128."""
+    tmp = tmp_path_factory.mktemp("tasks")
+    common = ["--config", str(REPO / "configs/tasks.yaml"), f"run.out_dir={tmp}", "run.device=cpu",
+              "data.source=tasks:recall1,passkey1", f"model.max_seq_len={L}", "model.d_model=32",
+              "train.max_steps=6", "train.batch_size=4", "train.warmup_steps=1", "train.log_every=2",
+              "train.eval_every=3", "train.ckpt_every=3", "train.eval_tokens=256"]
+    for position in ("rope", "learned"):
+        train.main([*common, f"run.name={position}", f"model.position.type={position}"])
+    train.main([*common, "run.name=rope-yarn", "model.max_seq_len=128", "model.position.scaling={type: yarn, factor: 2}",
+                f"train.init_from={tmp / 'rope'}", "train.max_steps=3"])
+    return tmp
+
+
+def test_training_on_tasks_logs_answer_accuracy_and_resumes_exactly(task_runs, tmp_path):
+    rows = [json.loads(line) for line in (task_runs / "rope" / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in rows if "val_loss" in r]
+    assert [r["step"] for r in evals] == [3, 6]
+    assert all(0 <= r["val_acc_recall1"] <= 1 and 0 <= r["val_acc_passkey1"] <= 1 for r in evals)
+    assert not (task_runs / "rope" / "tokenizer.model").exists()  # a task run has no tokenizer
+    # stopped at step 3 and resumed: the same losses as the run trained straight through
+    common = ["--config", str(REPO / "configs/tasks.yaml"), f"run.out_dir={tmp_path}", "run.device=cpu",
+              "data.source=tasks:recall1,passkey1", f"model.max_seq_len={L}", "model.d_model=32",
+              "train.batch_size=4", "train.warmup_steps=1", "train.log_every=2", "train.eval_every=3",
+              "train.ckpt_every=3", "train.eval_tokens=256", "run.name=rope", "train.decay_steps=6"]
+    train.main([*common, "train.max_steps=3"])
+    train.main([*common, "train.max_steps=6", "--resume"])
+    assert logged_losses(tmp_path / "rope") == pytest.approx(logged_losses(task_runs / "rope"), abs=1e-6)
+
+
+def test_eval_tasks_rows_by_length_band_and_scaling(task_runs, tmp_path):
+    rows = eval_tasks.main([str(task_runs / n) for n in ("rope", "learned", "rope-yarn")] +
+                           ["--multiples", "1,2,4", "--scaling", "none,linear,dynamic", "--samples", "3",
+                            "--device", "cpu", "--out", str(tmp_path)])
+    for r in rows:
+        assert {"run", "position", "seed", "task", "scaling", "factor", "length", "distance", "accuracy",
+                "answers"} <= set(r)
+    rope = {(r["scaling"], r["factor_rule"], r["task"], r["length"], r["distance"]) for r in rows if r["run"] == "rope"}
+    assert ("none", None, "recall1", 256, "128-256") in rope
+    assert ("linear", "fixed", "passkey1", 64, "0-64") in rope
+    assert ("dynamic", "T/L", "recall1", 128, "64-128") in rope
+    bands = sorted({(r["distance_lo"], r["distance_hi"]) for r in rows if r["run"] == "rope" and r["length"] == 256})
+    assert bands == [(0, 64), (64, 128), (128, 256)]
+    for r in rows:
+        assert r["trained_distance"] == (r["distance_hi"] <= L)
+        if r["run"] == "learned" and r["length"] > L:
+            assert r["accuracy"] is None and "stop at" in r["note"]
+        else:
+            assert 0 <= r["accuracy"] <= 1 and r["answers"] == 3 * (16 if r["task"] == "recall1" else 1)
+    assert {r["scaling"] for r in rows if r["run"] == "rope-yarn"} == {"yarn (fine-tuned)"}
+    # the same sequences for every run: the plain rope and its s = 1 scalings agree at L
+    at_l = {r["scaling"]: r["accuracy"] for r in rows if r["run"] == "rope" and r["length"] == L
+            and r["task"] == "recall1" and r["factor_rule"] in (None, "length/L", "T/L")}
+    assert len(set(at_l.values())) == 1
+    assert json.loads((tmp_path / "results.json").read_text()) == rows
+    text = (tmp_path / "results.md").read_text()
+    assert "## recall1: by length" in text and "## passkey1: by distance" in text
+    assert "| rope † | none |" in text  # six steps learn nothing: marked as not learned
+    for name in ("accuracy_vs_length.png", "accuracy_vs_distance.png", "training.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_pooled_accuracy_weights_the_bands_by_their_answers():
+    rows = [{"run": "r", "seed": 1, "task": "t", "scaling": "none", "factor_rule": None, "length": 64,
+             "multiple": 2, "accuracy": a, "answers": n} for a, n in ((1.0, 10), (0.0, 30))]
+    assert eval_tasks.pooled(rows) == {("r", 1, "t", "none", 64): 0.25}
+
+
+def test_eval_tasks_refuses_a_text_run(tmp_path, capsys, tiny_args):
+    train.main(tiny_args + ["train.max_steps=2", "train.eval_every=2", "train.ckpt_every=2"])
+    with pytest.raises(SystemExit) as e:
+        eval_tasks.main([str(tmp_path / "tiny"), "--out", str(tmp_path / "out")])
+    assert e.value.code == 2
+    assert "not tasks: evaluate it with python -m eval.extrapolation" in capsys.readouterr().err
+
+
+def test_a_context_too_short_for_a_task_is_one_line_before_training(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        train.main(["--config", str(REPO / "configs/tasks.yaml"), f"run.out_dir={tmp_path}", "model.max_seq_len=32"])
+    assert e.value.code == 2
+    assert "too short for the recall task" in capsys.readouterr().err
+    assert not (tmp_path / "rope" / "checkpoint.json").exists()
+
+
+def test_text_commands_refuse_a_task_run_in_one_line(task_runs, capsys):
+    import generate
+    from eval import extrapolation
+    for main, args in ((extrapolation.main, [str(task_runs / "rope")]),
+                       (generate.main, [str(task_runs / "rope"), "--prompt", "x"])):
+        with pytest.raises(SystemExit) as e:
+            main(args)
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "eval.tasks" in err

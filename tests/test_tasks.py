@@ -187,7 +187,7 @@ def test_a_context_too_short_for_a_task_is_one_line_before_training(tmp_path, ca
     with pytest.raises(SystemExit) as e:
         train.main(["--config", str(REPO / "configs/tasks.yaml"), f"run.out_dir={tmp_path}", "model.max_seq_len=32"])
     assert e.value.code == 2
-    assert "too short for the recall task" in capsys.readouterr().err
+    assert "too short for the recall1 task, which needs at least 40" in capsys.readouterr().err
     assert not (tmp_path / "rope" / "checkpoint.json").exists()
 
 

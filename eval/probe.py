@@ -239,30 +239,27 @@ def markdown(rows: list[dict]) -> str:
         lines.append(f"| {run} | {scaling} | {L} | " + " | ".join(values) + " |")
     passkey = [r for r in rows if r["probe"] == "passkey"]
     if passkey:
-        lengths = sorted({r["length"] for r in passkey})
-        acc: dict[tuple, dict[int, list]] = defaultdict(lambda: defaultdict(list))
-        for r in passkey:
-            acc[(r["run"], r["scaling"], r["train_length"])][r["length"]].append(r["value"])
-        lines += ["", f"## Passkey retrieval accuracy (depths {', '.join(map(str, PASSKEY_DEPTHS))}, all seeds)", "",
-                  "| run | scaling | L | " + " | ".join(str(n) for n in lengths) + " |",
-                  "|---|---|---:|" + "---:|" * len(lengths)]
-        for (run, scaling, L), by_n in acc.items():
-            values = ["" if n not in by_n else "n/a" if any(v is None for v in by_n[n])
-                      else f"{statistics.fmean(by_n[n]):.2f}" for n in lengths]
-            lines.append(f"| {run} | {scaling} | {L} | " + " | ".join(values) + " |")
-        rank: dict[tuple, dict[int, list]] = defaultdict(lambda: defaultdict(list))
-        for r in passkey:
-            rank[(r["run"], r["scaling"], r["train_length"])][r["length"]].append(r.get("rank"))
         candidates = next((r["candidates"] for r in passkey if r.get("candidates")), None)
-        lines += ["", f"## Passkey: mean rank of the true key among {candidates} candidate words "
-                  f"(chance {(candidates + 1) / 2 if candidates else 'n/a'}; 1 is retrieval)", "",
-                  "| run | scaling | L | " + " | ".join(str(n) for n in lengths) + " |",
-                  "|---|---|---:|" + "---:|" * len(lengths)]
-        for (run, scaling, L), by_n in rank.items():
-            values = ["" if n not in by_n else "n/a" if any(v is None for v in by_n[n])
-                      else f"{statistics.fmean(by_n[n]):.1f}" for n in lengths]
-            lines.append(f"| {run} | {scaling} | {L} | " + " | ".join(values) + " |")
+        lines += passkey_table(passkey, "value", "{:.2f}", "Passkey retrieval: share of keys ranked first "
+                               f"(depths {', '.join(map(str, PASSKEY_DEPTHS))}, all seeds)")
+        lines += passkey_table(passkey, "rank", "{:.1f}", f"Passkey: mean rank of the true key among {candidates} "
+                               f"candidate words (chance {(candidates + 1) / 2 if candidates else 'n/a'}; 1 is retrieval)")
     return "\n".join(lines) + "\n"
+
+
+def passkey_table(rows: list[dict], key: str, fmt: str, title: str) -> list[str]:
+    """Markdown lines: the mean of rows[key] by (run, scaling, L) and length."""
+    lengths = sorted({r["length"] for r in rows})
+    cells: dict[tuple, dict[int, list]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        cells[(r["run"], r["scaling"], r["train_length"])][r["length"]].append(r.get(key))
+    lines = ["", f"## {title}", "", "| run | scaling | L | " + " | ".join(str(n) for n in lengths) + " |",
+             "|---|---|---:|" + "---:|" * len(lengths)]
+    for (run, scaling, L), by_n in cells.items():
+        values = ["" if n not in by_n else "n/a" if any(v is None for v in by_n[n])
+                  else fmt.format(statistics.fmean(by_n[n])) for n in lengths]
+        lines.append(f"| {run} | {scaling} | {L} | " + " | ".join(values) + " |")
+    return lines
 
 
 def plot(rows: list[dict], path: Path) -> None:

@@ -176,7 +176,7 @@ def markdown(rows: list[dict]) -> str:
     tasks = list(dict.fromkeys(r["task"] for r in rows))
     lines = ["# Long-range tasks: answer accuracy (%) by length and by distance", "",
              f"Mean ± sample standard deviation over seeds ({', '.join(map(str, seeds))}); greedy prediction of "
-             "every answer token, the question's own tokens given. Chance: copy and recall 1/16, passkey 1/10, "
+             "every answer token, the question's own tokens given. Chance: copy 1/32, recall 1/16, passkey 1/10, "
              "recall1 1/4, passkey1 1/16.", "",
              f"- †: a seed of this run did not learn the task (below {LEARNED:.0%} at L): its rows past L say "
              "nothing about extrapolation.",

@@ -12,10 +12,12 @@ from config import (
     UserError,
     apply_overrides,
     from_dict,
+    is_task_source,
     read_yaml,
     run_cli,
 )
 from data.shards import prepare_shards
+from data.tasks import TaskData
 from data.tokens import TokenData
 
 
@@ -34,6 +36,10 @@ def prepare_from_config(path: str, overrides: list[str]) -> None:
         raise UserError(f"data: expected a mapping of data keys, got {section!r}")
     cfg = from_dict(DataConfig, section, "data")
     cfg.validate()
+    if is_task_source(cfg.source):
+        data = TaskData(cfg)  # checks the task names and the vocabulary
+        print(f"{cfg.source}: {', '.join(data.tasks)}; the sequences are generated while training, nothing to prepare")
+        return
     shards = prepare_shards(cfg)
     print(shards)
     for split in ("train", "val", "test"):

@@ -16,7 +16,7 @@ import data.prepare
 import export.llama
 import generate
 import train
-from eval import bench, extrapolation, plots, probe, summary
+from eval import bench, extrapolation, plots, probe, summary, tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 # The tiny_args overrides of conftest.py, so a case that wrongly passed validation would stay small.
@@ -163,6 +163,15 @@ CASES = [
     ("probe-span", ["eval.probe", "{run}", "--span", "1"], "--span"),
     ("probe-samples", ["eval.probe", "{run}", "--samples", "0"], "--samples"),
     ("probe-out-file", ["eval.probe", "{run}", "--out", "{file}"], "--out"),
+    ("tasks-no-run", ["eval.tasks", "{tmp}/no-such-run"], "run directory not found"),
+    ("tasks-text-run", ["eval.tasks", "{run}"], "not tasks: evaluate it with python -m eval.extrapolation"),
+    ("tasks-multiples", ["eval.tasks", "{run}", "--multiples", "x"], "--multiples"),
+    ("tasks-lengths", ["eval.tasks", "{run}", "--lengths", "0"], "--lengths"),
+    ("tasks-samples", ["eval.tasks", "{run}", "--samples", "0"], "--samples"),
+    ("tasks-scaling-name", ["eval.tasks", "{run}", "--scaling", "rotary"], "'rotary'"),
+    ("tasks-out-file", ["eval.tasks", "{run}", "--out", "{file}"], "--out"),
+    ("train-task-name", TRAIN + ["data.source=tasks:recal"], "unknown task 'recal'"),
+    ("train-task-vocab", TRAIN + ["data.source=tasks", "data.vocab_size=100"], "at least 146"),
     ("summary-no-run", ["eval.summary", "{tmp}/no-such-run"], "run directory not found"),
     ("bench-config-missing", ["eval.bench", "--config", "{tmp}/nope.yaml"], "nope.yaml"),
     ("bench-encoding", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--positions", "rotary"], "'rotary'"),
@@ -171,10 +180,10 @@ CASES = [
 ]
 # Also run as subprocesses: one or two per command.
 SUBPROCESS = ["train-optional-int-type", "run-device-missing", "resume-model-change", "generate-rope-scaling-scalar",
-              "prepare-config-missing", "export-out-file", "eval-no-run", "train-scaling-misspelt-key"]
+              "prepare-config-missing", "export-out-file", "eval-no-run", "train-scaling-misspelt-key", "tasks-no-run"]
 MAINS = {"train.py": train.main, "generate.py": generate.main, "data.prepare": data.prepare.main,
          "export": export.llama.main, "eval.extrapolation": extrapolation.main, "eval.probe": probe.main,
-         "eval.summary": summary.main, "eval.bench": bench.main, "eval.plots": plots.main}
+         "eval.summary": summary.main, "eval.bench": bench.main, "eval.plots": plots.main, "eval.tasks": tasks.main}
 
 
 @pytest.fixture(scope="module")

@@ -86,6 +86,28 @@ def answer_scores(model, samples, decode_from: int | None, chunk: int, device) -
     return torch.cat(out)
 
 
+def job_row(m: Measurement, task: str) -> dict:
+    """What identifies a measurement in its rows."""
+    return {"run": m.run.name, "seed": m.run.seed, "task": task, "scaling": m.label, "factor_rule": m.factor_rule,
+            "factor": None if m.factor is None else round(m.factor, 6), "length": m.length}
+
+
+def measurement_key(row: dict) -> tuple:
+    return tuple(row[k] for k in ("run", "seed", "task", "scaling", "factor_rule", "factor", "length"))
+
+
+def previous_rows(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    try:
+        rows = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise UserError(f"--resume: {path} is not valid JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and "accuracy" in r for r in rows):
+        raise UserError(f"--resume: {path} is not an eval.tasks results.json")
+    return rows
+
+
 class TaskEvaluator:
     def __init__(self, samples: int, device: torch.device, decode_chunk: int):
         self.samples, self.device, self.decode_chunk = samples, device, decode_chunk
@@ -94,10 +116,8 @@ class TaskEvaluator:
 
     def measure(self, m: Measurement, task: str) -> list[dict]:
         run, n = m.run, m.length
-        base = {"run": run.name, "seed": run.seed, "position": run.position, "task": task, "scaling": m.label,
-                "factor_rule": m.factor_rule, "factor": None if m.factor is None else round(m.factor, 6),
-                "length": n, "train_length": run.train_length, "multiple": round(n / run.train_length, 4),
-                "through_cache": m.decode_from is not None}
+        base = {**job_row(m, task), "position": run.position, "train_length": run.train_length,
+                "multiple": round(n / run.train_length, 4), "through_cache": m.decode_from is not None}
         model = self.models.get(run.path, m.scaling)
         limit = model.position.max_positions
         applicable = limit is None or n <= limit
@@ -248,6 +268,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help="tokens per decoding step of the dynamic methods past L (default 1, as in generation)")
     parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
     parser.add_argument("--out", type=Path, default=Path("reports/tasks"))
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the rows already in --out/results.json and measure only the missing ones "
+                             "(add seeds to a report, or finish an interrupted evaluation)")
     args = parser.parse_args(argv)
     rows: list[dict] = []
     runs: list[Run] = []
@@ -265,6 +288,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
         jobs = [(m, task) for run in runs
                 for m in plan(run, methods, lengths or [round(k * run.train_length) for k in multiples], fixed_factors)
                 for task in task_names(run.data.source)]
+        if args.resume:
+            rows.extend(previous_rows(args.out / "results.json"))
+            done = {measurement_key(r) for r in rows}
+            jobs = [(m, task) for m, task in jobs if measurement_key(job_row(m, task)) not in done]
         evaluator = TaskEvaluator(args.samples, pick_device(args.device, "--device"), args.decode_chunk)
         args.out.mkdir(parents=True, exist_ok=True)
         bar = tqdm(jobs, unit="measurement", dynamic_ncols=True, disable=None)  # off when not a terminal

@@ -201,3 +201,13 @@ def test_text_commands_refuse_a_task_run_in_one_line(task_runs, capsys):
         assert e.value.code == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "eval.tasks" in err
+
+
+def test_resume_measures_only_what_the_report_lacks(task_runs, tmp_path):
+    common = ["--multiples", "1,2", "--scaling", "none", "--samples", "2", "--device", "cpu", "--out", str(tmp_path)]
+    first = eval_tasks.main([str(task_runs / "rope"), *common])
+    both = eval_tasks.main([str(task_runs / "rope"), str(task_runs / "learned"), *common, "--resume"])
+    assert both[:len(first)] == first  # kept as they were
+    assert {r["run"] for r in both[len(first):]} == {"learned"}  # only the new run measured
+    again = eval_tasks.main([str(task_runs / "rope"), str(task_runs / "learned"), *common, "--resume"])
+    assert again == both

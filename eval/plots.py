@@ -181,7 +181,8 @@ def plot_task_accuracy(by_length: dict, by_distance: dict, learned: dict, out_di
                 if r == 1:
                     ax.set_xlabel(xlabel, fontsize=8)
             axes[r][0].set_ylabel("answer accuracy (%; mean over seeds, band: min to max)", fontsize=8)
-            axes[r][-1].legend(fontsize=6, loc="center left", bbox_to_anchor=(1.02, 0.5))
+            if axes[r][-1].get_legend_handles_labels()[0]:
+                axes[r][-1].legend(fontsize=6, loc="center left", bbox_to_anchor=(1.02, 0.5))
         fig.tight_layout()
         fig.savefig(out_dir / name, dpi=110)
         plt.close(fig)

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from tqdm import tqdm
 
-from checkpoint import atomic_write_text
+from checkpoint import atomic_write_text, model_config, read_run_config
 from config import ArgumentParser, UserError
 from data.tasks import sample, task_names, to_batch
 from device import pick_device
@@ -86,6 +86,18 @@ def answer_scores(model, samples, decode_from: int | None, chunk: int, device) -
     return torch.cat(out)
 
 
+def base_length(run: Run) -> int:
+    """The L a run is measured against: a run continued without scaling (the 4x control) takes its base
+    run's, as the scaled fine-tunes do, so all three share lengths, bands and the 'learned at L' rule."""
+    init_from = (read_run_config(run.path).get("train") or {}).get("init_from")
+    if run.continued and not run.scaling and init_from:
+        try:
+            return model_config(Path(init_from)).max_seq_len
+        except UserError:
+            pass  # the base run is gone: its own length
+    return run.train_length
+
+
 def job_row(m: Measurement, task: str) -> dict:
     """What identifies a measurement in its rows."""
     return {"run": m.run.name, "seed": m.run.seed, "task": task, "scaling": m.label, "factor_rule": m.factor_rule,
@@ -117,7 +129,8 @@ class TaskEvaluator:
     def measure(self, m: Measurement, task: str) -> list[dict]:
         run, n = m.run, m.length
         base = {**job_row(m, task), "position": run.position, "train_length": run.train_length,
-                "multiple": round(n / run.train_length, 4), "through_cache": m.decode_from is not None}
+                "multiple": round(n / run.train_length, 4), "through_cache": m.decode_from is not None,
+                "decode_chunk": self.decode_chunk if m.decode_from is not None else None}
         model = self.models.get(run.path, m.scaling)
         limit = model.position.max_positions
         applicable = limit is None or n <= limit
@@ -242,7 +255,8 @@ def training_curves(runs: list[Run]) -> dict[str, dict[str, dict[int, list[float
 
 
 def write_report(rows: list[dict], runs: list[Run], out: Path, plots: bool = True) -> None:
-    atomic_write_text(out / "results.json", json.dumps(rows, indent=2, allow_nan=False) + "\n")
+    # a row per line: a three-seed report has thousands of rows
+    atomic_write_text(out / "results.json", "[\n" + ",\n".join(json.dumps(r, allow_nan=False) for r in rows) + "\n]\n")
     atomic_write_text(out / "results.md", markdown(rows))
     if plots:
         from eval.plots import plot_task_accuracy, plot_task_training
@@ -285,6 +299,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         if args.out.exists() and not args.out.is_dir():
             raise UserError(f"--out {args.out} is a file, not a folder")
         runs.extend(read_runs(args.runs, tasks=True))
+        for run in runs:
+            run.train_length = base_length(run)
         jobs = [(m, task) for run in runs
                 for m in plan(run, methods, lengths or [round(k * run.train_length) for k in multiples], fixed_factors)
                 for task in task_names(run.data.source)]

@@ -108,7 +108,7 @@ def test_task_sources_and_their_vocabulary_are_checked():
 
 @pytest.fixture(scope="module")
 def task_runs(tmp_path_factory):
-    """rope and learned trained briefly on two tasks at L = 64, and a yarn fine-tune of rope to 128."""
+    """rope and learned trained briefly on two tasks at L = 64; rope continued to 128 with yarn and without."""
     tmp = tmp_path_factory.mktemp("tasks")
     common = ["--config", str(REPO / "configs/tasks.yaml"), f"run.out_dir={tmp}", "run.device=cpu",
               "data.source=tasks:recall1,passkey1", f"model.max_seq_len={L}", "model.d_model=32",
@@ -118,6 +118,8 @@ def task_runs(tmp_path_factory):
         train.main([*common, f"run.name={position}", f"model.position.type={position}"])
     train.main([*common, "run.name=rope-yarn", "model.max_seq_len=128", "model.position.scaling={type: yarn, factor: 2}",
                 f"train.init_from={tmp / 'rope'}", "train.max_steps=3"])
+    train.main([*common, "run.name=rope-continued", "model.max_seq_len=128", f"train.init_from={tmp / 'rope'}",
+                "train.max_steps=3"])
     return tmp
 
 
@@ -138,7 +140,7 @@ def test_training_on_tasks_logs_answer_accuracy_and_resumes_exactly(task_runs, t
 
 
 def test_eval_tasks_rows_by_length_band_and_scaling(task_runs, tmp_path):
-    rows = eval_tasks.main([str(task_runs / n) for n in ("rope", "learned", "rope-yarn")] +
+    rows = eval_tasks.main([str(task_runs / n) for n in ("rope", "learned", "rope-yarn", "rope-continued")] +
                            ["--multiples", "1,2,4", "--scaling", "none,linear,dynamic", "--samples", "3",
                             "--device", "cpu", "--out", str(tmp_path)])
     for r in rows:
@@ -157,6 +159,10 @@ def test_eval_tasks_rows_by_length_band_and_scaling(task_runs, tmp_path):
         else:
             assert 0 <= r["accuracy"] <= 1 and r["answers"] == 3 * (16 if r["task"] == "recall1" else 1)
     assert {r["scaling"] for r in rows if r["run"] == "rope-yarn"} == {"yarn (fine-tuned)"}
+    # the unscaled control is measured at its base run's lengths and bands, like the scaled fine-tune
+    for name in ("rope-yarn", "rope-continued"):
+        assert sorted({r["length"] for r in rows if r["run"] == name}) == [64, 128, 256]
+        assert {r["train_length"] for r in rows if r["run"] == name} == {L}
     # the same sequences for every run: the plain rope and its s = 1 scalings agree at L
     at_l = {r["scaling"]: r["accuracy"] for r in rows if r["run"] == "rope" and r["length"] == L
             and r["task"] == "recall1" and r["factor_rule"] in (None, "length/L", "T/L")}

@@ -179,10 +179,13 @@ def learned(rows: list[dict]) -> dict[tuple, bool]:
 
 
 def cell(values: list[float | None]) -> str:
+    """Mean ± sd over seeds, and each seed's value in seed order: 77 ± 24 (100/79/51)."""
     if not values or any(v is None for v in values):
         return "n/a"
     mean, std = spread(values)
-    return f"{100 * mean:.0f}" + (f" ± {100 * std:.0f}" if std is not None else "")
+    if std is None:
+        return f"{100 * mean:.0f}"
+    return f"{100 * mean:.0f} ± {100 * std:.0f} ({'/'.join(f'{100 * v:.0f}' for v in values)})"
 
 
 def curves(rows: list[dict], by: str) -> dict[tuple, dict]:
@@ -208,7 +211,8 @@ def markdown(rows: list[dict]) -> str:
     seeds = sorted({r["seed"] for r in rows})
     tasks = list(dict.fromkeys(r["task"] for r in rows))
     lines = ["# Long-range tasks: answer accuracy (%) by length and by distance", "",
-             f"Mean ± sample standard deviation over seeds ({', '.join(map(str, seeds))}); greedy prediction of "
+             f"Mean ± sample standard deviation over seeds ({', '.join(map(str, seeds))}), then each seed's value "
+             "in that order; greedy prediction of "
              "every answer token, the question's own tokens given. Chance: copy 1/32, recall 1/16, passkey 1/10, "
              "recall1 1/4, passkey1 1/16.", "",
              f"- †: a seed of this run did not learn the task (below {LEARNED:.0%} at L): its rows past L say "
@@ -229,7 +233,7 @@ def markdown(rows: list[dict]) -> str:
             for key in keys:
                 _, run, label = key
                 mark = "" if all(ok.get((run, s, task), True) for s in seeds) else " †"
-                values = [cell(list(table[key][x].values())) if x in table[key] else "" for x in xs]
+                values = [cell([v for _, v in sorted(table[key][x].items())]) if x in table[key] else "" for x in xs]
                 lines.append(f"| {run}{mark} | {label} | " + " | ".join(values) + " |")
     return "\n".join(lines) + "\n"
 

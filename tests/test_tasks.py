@@ -217,3 +217,9 @@ def test_resume_measures_only_what_the_report_lacks(task_runs, tmp_path):
     assert {r["run"] for r in both[len(first):]} == {"learned"}  # only the new run measured
     again = eval_tasks.main([str(task_runs / "rope"), str(task_runs / "learned"), *common, "--resume"])
     assert again == both
+
+
+def test_a_cell_gives_the_mean_the_spread_and_every_seed():
+    assert eval_tasks.cell([1.0, 0.5]) == "75 ± 35 (100/50)"
+    assert eval_tasks.cell([0.25]) == "25"
+    assert eval_tasks.cell([0.25, None]) == "n/a"

@@ -144,12 +144,11 @@ def key_words(tokenizer: Tokenizer, n: int = N_KEY_WORDS) -> list[tuple[str, int
     return out
 
 
-def passkey_samples(tokenizer: Tokenizer, data: TokenData, length: int, depth: float, n: int,
-                    seed: int) -> tuple[torch.Tensor, list[int]]:
+def passkey_samples(tokenizer: Tokenizer, candidates: list[tuple[str, int]], data: TokenData, length: int,
+                    depth: float, n: int, seed: int) -> tuple[torch.Tensor, list[int]]:
     """(n, length) sequences: filler text with a key word stated at `depth`, ending in the question and
     the key; and the index of the key in the candidate list for each."""
     g = torch.Generator().manual_seed(seed * 104729 + length * 10 + int(depth * 10))
-    candidates = key_words(tokenizer)
     if len(candidates) < 2:
         raise NoPasskey(f"the tokenizer holds {len(candidates)} of the candidate key words as one token")
     out, keys = [], []
@@ -172,6 +171,7 @@ def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n
               seed: int, device) -> list[dict]:
     data = TokenData(prepare_shards(run.data, progress=False), "test")
     tokenizer = Tokenizer(run.path / "tokenizer.model")
+    candidates = key_words(tokenizer)  # once per run: it scans the vocabulary
     base = {"run": run.name, "seed": run.seed, "position": run.position, "train_length": run.train_length}
     jobs = [("copy", max(span + 1, round(m * run.train_length)), None) for m in multiples]
     jobs += [("passkey", m * run.train_length, d) for m in PASSKEY_MULTIPLES for d in PASSKEY_DEPTHS]
@@ -201,13 +201,13 @@ def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n
                              "gain": round(baseline - value, 5), "samples": n_copy})
             else:
                 try:
-                    sequences, keys = passkey_samples(tokenizer, data, size, depth, n_passkey, seed)
+                    sequences, keys = passkey_samples(tokenizer, candidates, data, size, depth, n_passkey, seed)
                 except NoPasskey as e:
                     rows.append({**row, "note": str(e)})
                     continue
-                ranks = key_ranks(model, sequences, keys, [t for _, t in key_words(tokenizer)], device)
+                ranks = key_ranks(model, sequences, keys, [t for _, t in candidates], device)
                 rows.append({**row, "value": round(sum(r == 1 for r in ranks) / len(ranks), 4),
-                             "rank": round(statistics.fmean(ranks), 3), "candidates": len(key_words(tokenizer)),
+                             "rank": round(statistics.fmean(ranks), 3), "candidates": len(candidates),
                              "samples": n_passkey})
     return rows
 

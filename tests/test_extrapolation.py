@@ -382,7 +382,7 @@ def test_passkey_keys_are_single_token_words_and_ranked(runs):
     words = probe.key_words(tokenizer)
     assert len(words) >= 2 and all(tokenizer.encode(f" {w}") == [t] for w, t in words)
     data = TokenData(prepare_shards(run.data, progress=False), "test")
-    sequences, keys = probe.passkey_samples(tokenizer, data, 128, 0.0, 6, seed=0)
+    sequences, keys = probe.passkey_samples(tokenizer, words, data, 128, 0.0, 6, seed=0)
     candidates = [t for _, t in words]
     assert [int(s[-1]) for s in sequences] == [candidates[k] for k in keys]  # the answer is the key token
     # with the fact first, the copying model finds the key after the first " is": rank 1 every time

@@ -117,6 +117,9 @@ def previous_rows(path: Path) -> list[dict]:
         raise UserError(f"--resume: {path} is not valid JSON ({e.msg} at line {e.lineno})") from None
     if not isinstance(rows, list) or not all(isinstance(r, dict) and "accuracy" in r for r in rows):
         raise UserError(f"--resume: {path} is not an eval.tasks results.json")
+    if not all("run_length" in r for r in rows):
+        raise UserError(f"--resume: {path} comes from an older eval.tasks (rows without run_length); "
+                        "measure again without --resume")
     return rows
 
 
@@ -132,6 +135,7 @@ class TaskEvaluator:
                 "multiple": round(n / run.train_length, 4), "through_cache": m.decode_from is not None,
                 "decode_chunk": self.decode_chunk if m.decode_from is not None else None}
         model = self.models.get(run.path, m.scaling)
+        base["run_length"] = model.cfg.max_seq_len  # the length this run was trained at (4x L for a fine-tune)
         limit = model.position.max_positions
         applicable = limit is None or n <= limit
         key = (self.models.key, task, n, m.decode_from)
@@ -142,7 +146,7 @@ class TaskEvaluator:
         rows = []
         for b, (lo, hi) in enumerate(bands(n, run.train_length)):
             row = {**base, "distance": f"{lo}-{hi}", "distance_lo": lo, "distance_hi": hi,
-                   "trained_distance": hi <= run.train_length, "accuracy": None, "answers": 0, "loss": None,
+                   "trained_distance": hi <= base["run_length"], "accuracy": None, "answers": 0, "loss": None,
                    "samples": self.samples, "note": None}
             if not applicable:
                 rows.append({**row, "note": f"{run.position} positions stop at {limit - 1}"})
@@ -168,11 +172,12 @@ def pooled(rows: list[dict]) -> dict[tuple, float | None]:
 
 
 def learned(rows: list[dict]) -> dict[tuple, bool]:
-    """{(run, seed, task): accuracy at L >= 90%}, measured without scaling or with the run's own."""
+    """{(run, seed, task): accuracy >= 90% at the length the run was trained at (L, or 4x L for a
+    fine-tune), measured without scaling or with the run's own."""
     acc = pooled(rows)
     out = {}
     for r in rows:
-        if r["multiple"] == 1 and r["factor_rule"] in (None, "fine-tuned"):
+        if r["length"] == r["run_length"] and r["factor_rule"] in (None, "fine-tuned"):
             out[(r["run"], r["seed"], r["task"])] = (acc[(r["run"], r["seed"], r["task"], curve_label(r), r["length"])]
                                                     or 0) >= LEARNED
     return out
@@ -215,11 +220,11 @@ def markdown(rows: list[dict]) -> str:
              "in that order; greedy prediction of "
              "every answer token, the question's own tokens given. Chance: copy 1/32, recall 1/16, passkey 1/10, "
              "recall1 1/4, passkey1 1/16.", "",
-             f"- †: a seed of this run did not learn the task (below {LEARNED:.0%} at L): its rows past L say "
-             "nothing about extrapolation.",
+             f"- †: a seed of this run did not learn the task (below {LEARNED:.0%} at the length it was trained "
+             "at: L, or 4x L for a fine-tune): its rows past that length say nothing about extrapolation.",
              "- By length: the facts in every distance band back from the end, (0, L] to (n/2, n], pooled.",
              "- By distance, at each run's longest length: (0, L] is positions past L at distances seen in "
-             "training; the other bands are distances longer than any seen in training.",
+             "training; the other bands are distances longer than any the base run saw (a fine-tune saw up to 4x L).",
              "- s = length/L, s = 4, s = T/L (cached): the scalings as in eval.extrapolation; \"(fine-tuned)\": "
              "continued at 4x L with that scaling, \"none (fine-tuned)\" the control."]
     for by, title in (("length", "by length (multiples of L)"), ("distance", "by distance back, at the longest length")):

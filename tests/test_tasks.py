@@ -113,7 +113,7 @@ def task_runs(tmp_path_factory):
     common = ["--config", str(REPO / "configs/tasks.yaml"), f"run.out_dir={tmp}", "run.device=cpu",
               "data.source=tasks:recall1,passkey1", f"model.max_seq_len={L}", "model.d_model=32",
               "train.max_steps=6", "train.batch_size=4", "train.warmup_steps=1", "train.log_every=2",
-              "train.eval_every=3", "train.ckpt_every=3", "train.eval_tokens=256"]
+              "train.eval_every=3", "train.ckpt_every=3", "train.eval_tokens=256", "train.decay_steps=null"]
     for position in ("rope", "learned"):
         train.main([*common, f"run.name={position}", f"model.position.type={position}"])
     train.main([*common, "run.name=rope-yarn", "model.max_seq_len=128", "model.position.scaling={type: yarn, factor: 2}",
@@ -153,7 +153,8 @@ def test_eval_tasks_rows_by_length_band_and_scaling(task_runs, tmp_path):
     bands = sorted({(r["distance_lo"], r["distance_hi"]) for r in rows if r["run"] == "rope" and r["length"] == 256})
     assert bands == [(0, 64), (64, 128), (128, 256)]
     for r in rows:
-        assert r["trained_distance"] == (r["distance_hi"] <= L)
+        assert r["run_length"] == (L if r["run"] in ("rope", "learned") else 2 * L)
+        assert r["trained_distance"] == (r["distance_hi"] <= r["run_length"])  # a fine-tune saw up to 2L
         if r["run"] == "learned" and r["length"] > L:
             assert r["accuracy"] is None and "stop at" in r["note"]
         else:
@@ -179,6 +180,17 @@ def test_pooled_accuracy_weights_the_bands_by_their_answers():
     rows = [{"run": "r", "seed": 1, "task": "t", "scaling": "none", "factor_rule": None, "length": 64,
              "multiple": 2, "accuracy": a, "answers": n} for a, n in ((1.0, 10), (0.0, 30))]
     assert eval_tasks.pooled(rows) == {("r", 1, "t", "none", 64): 0.25}
+
+
+def test_a_run_counts_as_having_learned_a_task_at_the_length_it_was_trained_at():
+    def row(run, factor_rule, length, accuracy):
+        return {"run": run, "seed": 1, "task": "t", "scaling": "s", "factor_rule": factor_rule, "length": length,
+                "run_length": 64 if run == "base" else 256, "multiple": length / 64, "accuracy": accuracy,
+                "answers": 10}
+    rows = [row("base", None, 64, 0.95), row("base", None, 256, 0.1),
+            row("tuned", "fine-tuned", 64, 0.5), row("tuned", "fine-tuned", 256, 0.92),
+            row("flop", "fine-tuned", 64, 1.0), row("flop", "fine-tuned", 256, 0.8)]
+    assert eval_tasks.learned(rows) == {("base", 1, "t"): True, ("tuned", 1, "t"): True, ("flop", 1, "t"): False}
 
 
 def test_eval_tasks_refuses_a_text_run(tmp_path, capsys, tiny_args):
@@ -209,7 +221,7 @@ def test_text_commands_refuse_a_task_run_in_one_line(task_runs, capsys):
         assert err.count("\n") == 1 and "eval.tasks" in err
 
 
-def test_resume_measures_only_what_the_report_lacks(task_runs, tmp_path):
+def test_resume_measures_only_what_the_report_lacks(task_runs, tmp_path, capsys):
     common = ["--multiples", "1,2", "--scaling", "none", "--samples", "2", "--device", "cpu", "--out", str(tmp_path)]
     first = eval_tasks.main([str(task_runs / "rope"), *common])
     both = eval_tasks.main([str(task_runs / "rope"), str(task_runs / "learned"), *common, "--resume"])
@@ -217,6 +229,11 @@ def test_resume_measures_only_what_the_report_lacks(task_runs, tmp_path):
     assert {r["run"] for r in both[len(first):]} == {"learned"}  # only the new run measured
     again = eval_tasks.main([str(task_runs / "rope"), str(task_runs / "learned"), *common, "--resume"])
     assert again == both
+    older = [{k: v for k, v in r.items() if k != "run_length"} for r in both]  # rows of an older eval.tasks
+    (tmp_path / "results.json").write_text(json.dumps(older))
+    with pytest.raises(SystemExit) as e:
+        eval_tasks.main([str(task_runs / "rope"), *common, "--resume"])
+    assert e.value.code == 2 and "older eval.tasks (rows without run_length)" in capsys.readouterr().err
 
 
 def test_a_cell_gives_the_mean_the_spread_and_every_seed():

@@ -159,7 +159,7 @@ class ScalingConfig:
     model/rope.py's registry (`check_scaling`), where the methods live. Hugging Face's `rope_type` is
     read as `type`."""
     type: str = "none"
-    factor: float = 1.0
+    factor: float | None = None  # s; every method but none and dynamic-yarn requires it
     original_max_position_embeddings: int | None = None  # L; filled from the run when left out
     beta_fast: float | None = None  # yarn
     beta_slow: float | None = None  # yarn

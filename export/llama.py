@@ -36,10 +36,12 @@ from checkpoint import atomic_write, atomic_write_text, load_model, model_config
 from config import ArgumentParser, ModelConfig, ScalingConfig, UserError, run_cli
 from export.tokenizer import tokenizer_config, tokenizer_json
 from model.gpt import GPT
-from model.rope import SCALINGS
+from model.rope import SCALINGS, setting
 
-# transformers has a rope_type for these; static NTK is plain RoPE with a larger base
-EXPORTABLE_SCALINGS = ("ntk", *(name for name, method in SCALINGS.items() if method.hf_name))
+# transformers has a rope_type for these; static NTK is plain RoPE with a larger base. A dynamic scaling
+# is not exported: transformers caches keys rotated at the length they were computed, this repo
+# re-rotates the whole cache, so the two would decode differently past L.
+EXPORTABLE_SCALINGS = ("ntk", *(name for name, method in SCALINGS.items() if method.hf_name and not method.dynamic))
 
 
 def scaling_kind(scaling: ScalingConfig | None) -> str:
@@ -51,6 +53,10 @@ def check_exportable(cfg: ModelConfig) -> None:
         raise UserError(f"cannot export a model with {cfg.position.type!r} positions: transformers' Llama "
                         f"has rotary positions only (learned, sinusoidal, alibi and nope cannot be expressed)")
     kind = scaling_kind(cfg.position.scaling)
+    if kind in SCALINGS and SCALINGS[kind].dynamic:
+        raise UserError(f"RoPE scaling {kind!r} is not exported: transformers would decode it differently past L "
+                        f"(it keeps keys rotated at the length they were computed); only static scalings export: "
+                        f"{', '.join(EXPORTABLE_SCALINGS)}")
     if kind not in EXPORTABLE_SCALINGS:
         raise UserError(f"RoPE scaling {kind!r} has no transformers equivalent; "
                         f"exportable: {', '.join(EXPORTABLE_SCALINGS)}")
@@ -81,8 +87,8 @@ def rope_settings(cfg: ModelConfig, scaling: ScalingConfig | None) -> tuple[dict
     if kind == "yarn":
         legacy.update({k: getattr(scaling, k) for k in ("beta_fast", "beta_slow") if getattr(scaling, k) is not None})
     if kind == "llama3":  # transformers requires both factors and the original length
-        legacy.update(low_freq_factor=scaling.low_freq_factor or 1.0,
-                      high_freq_factor=scaling.high_freq_factor or 4.0, original_max_position_embeddings=original)
+        legacy.update(low_freq_factor=setting(scaling, "low_freq_factor"),
+                      high_freq_factor=setting(scaling, "high_freq_factor"), original_max_position_embeddings=original)
     params = {"rope_theta": theta, **{k: v for k, v in legacy.items() if k != "type"}}
     if kind == "yarn":  # linear would warn about it as an unknown key, dynamic has no use for it
         params["original_max_position_embeddings"] = original

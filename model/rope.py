@@ -9,8 +9,10 @@ takes, whether it is dynamic and its Hugging Face `rope_type` name, and returns
 `(inv_freq, attention_factor)`; the attention factor multiplies cos and sin (so q.k scores are scaled
 by its square), exactly as transformers' `modeling_rope_utils.py` does. A scaling is the typed
 `config.ScalingConfig` (parsed by `config.parse_scaling` wherever it comes from) and `check_scaling`
-is the one check of its method and keys: an unknown method, a key the method does not take or a
-value out of range is a UserError naming it. Adding a method is one `@register` entry and one test.
+is the one check of its method and keys: an unknown method, a missing factor, a key the method does
+not take or a value out of range is a UserError naming it. A method's entry carries its keys with
+their defaults (read through `setting`) and its own rule. Adding a method is one `@register` entry
+and one test.
 Notation: d = rotary dims per head, b = theta, L = original training context,
 s = factor, T = current sequence length.
 """
@@ -28,20 +30,29 @@ from config import ScalingConfig, UserError
 @dataclass(frozen=True)
 class Method:
     fn: Callable[..., tuple[torch.Tensor, float]]  # (d, b, L, s, T, scaling) -> (inv_freq, attention_factor)
-    keys: tuple[str, ...]  # the method's own keys, besides type, factor, original_max_position_embeddings
+    keys: dict[str, float | None]  # the method's own keys and their defaults, besides the common ones
     dynamic: bool  # the frequencies depend on the current length (keys are cached before rotation)
     hf_name: str | None  # transformers' rope_type, None where it has no equivalent
+    needs_factor: bool  # s is the user's (dynamic-yarn takes it from the length)
+    rule: Callable[[ScalingConfig], str | None] | None  # a relation between keys: what is wrong, or None
 
 
 SCALINGS: dict[str, Method] = {}
 COMMON_KEYS = ("type", "factor", "original_max_position_embeddings")
 
 
-def register(name: str, keys: tuple[str, ...] = (), dynamic: bool = False, hf_name: str | None = None):
+def register(name: str, keys: dict[str, float | None] | None = None, dynamic: bool = False,
+             hf_name: str | None = None, needs_factor: bool = True, rule=None):
     def wrap(fn):
-        SCALINGS[name] = Method(fn, keys, dynamic, hf_name)
+        SCALINGS[name] = Method(fn, keys or {}, dynamic, hf_name, needs_factor, rule)
         return fn
     return wrap
+
+
+def setting(scaling: ScalingConfig, key: str) -> float | None:
+    """A method key's value, or its method's default when the scaling leaves it out."""
+    value = getattr(scaling, key)
+    return SCALINGS[scaling.type].keys[key] if value is None else value
 
 
 def base_inv_freq(d: int, b: float) -> torch.Tensor:
@@ -49,7 +60,7 @@ def base_inv_freq(d: int, b: float) -> torch.Tensor:
     return 1.0 / (b ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
 
 
-@register("none", hf_name="default")
+@register("none", hf_name="default", needs_factor=False)
 def _none(d, b, L, s, T, p):
     return base_inv_freq(d, b), 1.0
 
@@ -83,12 +94,19 @@ def yarn_correction_range(d: int, b: float, L: int, beta_fast: float, beta_slow:
     return max(low, 0), min(high, d - 1)
 
 
-@register("yarn", keys=("beta_fast", "beta_slow", "attention_factor"), hf_name="yarn")
+YARN_KEYS = {"beta_fast": 32.0, "beta_slow": 1.0, "attention_factor": None}  # the YaRN paper's defaults (section 4)
+
+
+def yarn_rule(p: ScalingConfig) -> str | None:
+    return None if setting(p, "beta_fast") > setting(p, "beta_slow") else "beta_fast must be above beta_slow"
+
+
+@register("yarn", keys=YARN_KEYS, hf_name="yarn", rule=yarn_rule)
 def _yarn(d, b, L, s, T, p):
     # YaRN (Peng et al., arXiv 2309.00071): pairs that rotate many times within L keep their
     # frequency (extrapolate), pairs slower than one rotation are interpolated by s, a linear ramp
     # in between; plus an attention temperature 0.1 ln s + 1.
-    low, high = yarn_correction_range(d, b, L, p.beta_fast or 32, p.beta_slow or 1)
+    low, high = yarn_correction_range(d, b, L, setting(p, "beta_fast"), setting(p, "beta_slow"))
     if low == high:
         high += 0.001
     ramp = ((torch.arange(d // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
@@ -99,47 +117,52 @@ def _yarn(d, b, L, s, T, p):
     return inv, (0.1 * math.log(s) + 1.0) if s > 1 else 1.0
 
 
-@register("dynamic-yarn", keys=("beta_fast", "beta_slow", "attention_factor"), dynamic=True)
+@register("dynamic-yarn", keys=YARN_KEYS, dynamic=True, needs_factor=False, rule=yarn_rule)
 def _dynamic_yarn(d, b, L, s, T, p):
     # YaRN with the factor recomputed for the current length: s = max(1, T / L).
     return _yarn(d, b, L, max(1.0, (T or L) / L), T, p)
 
 
-@register("llama3", keys=("low_freq_factor", "high_freq_factor"), hf_name="llama3")
+def llama3_rule(p: ScalingConfig) -> str | None:
+    return (None if setting(p, "high_freq_factor") > setting(p, "low_freq_factor")
+            else "high_freq_factor must be above low_freq_factor")
+
+
+@register("llama3", keys={"low_freq_factor": 1.0, "high_freq_factor": 4.0}, hf_name="llama3", rule=llama3_rule)
 def _llama3(d, b, L, s, T, p):
     # Llama 3.1 (Meta, 2024; transformers' _compute_llama3_parameters): wavelengths shorter than
     # L / high_freq_factor keep their frequency, longer than L / low_freq_factor are divided by s,
     # and a smooth blend in between.
-    low, high = p.low_freq_factor or 1.0, p.high_freq_factor or 4.0
+    low, high = setting(p, "low_freq_factor"), setting(p, "high_freq_factor")
     inv = base_inv_freq(d, b)
     wavelength = 2 * math.pi / inv
     smooth = ((L / wavelength - low) / (high - low)).clamp(0, 1)  # 0: long (divided by s), 1: short (kept)
     return (inv / s) * (1 - smooth) + inv * smooth, 1.0
 
 
-OPTIONAL_POSITIVE = ("original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor",
-                     "low_freq_factor", "high_freq_factor")
-
-
 def check_scaling(scaling: ScalingConfig | None, key: str = "scaling") -> None:
-    """A UserError naming the key unless the method exists and every key set belongs to it and is in range."""
+    """A UserError naming the key unless the method exists, has the factor it needs, and every key set
+    belongs to it and is in range."""
     if scaling is None:
         return
     if scaling.type not in SCALINGS:
         raise UserError(f"{key}: unknown RoPE scaling {scaling.type!r}; choose one of {', '.join(SCALINGS)}")
-    allowed = COMMON_KEYS + SCALINGS[scaling.type].keys
+    method = SCALINGS[scaling.type]
+    allowed = (*COMMON_KEYS, *method.keys)
     for name, value in scaling.to_dict().items():
         if name not in allowed:
             raise UserError(f"{key}: RoPE scaling {scaling.type!r} takes no key {name!r}; its keys: {', '.join(allowed)}")
-    if not scaling.factor >= 1:
+    if method.needs_factor and scaling.factor is None:
+        raise UserError(f"{key}: RoPE scaling {scaling.type!r} requires 'factor' (the context multiple s, e.g. "
+                        f"{{type: {scaling.type}, factor: 4}})")
+    if scaling.factor is not None and not scaling.factor >= 1:
         raise UserError(f"{key}.factor must be >= 1, got {scaling.factor}")
-    for name in OPTIONAL_POSITIVE:
+    for name in ("original_max_position_embeddings", *method.keys):
         if getattr(scaling, name) is not None and not getattr(scaling, name) > 0:
             raise UserError(f"{key}.{name} must be > 0, got {getattr(scaling, name)}")
-    if scaling.type in ("yarn", "dynamic-yarn") and not (scaling.beta_fast or 32) > (scaling.beta_slow or 1):
-        raise UserError(f"{key}: beta_fast must be above beta_slow")
-    if scaling.type == "llama3" and not (scaling.high_freq_factor or 4.0) > (scaling.low_freq_factor or 1.0):
-        raise UserError(f"{key}: high_freq_factor must be above low_freq_factor")
+    problem = method.rule(scaling) if method.rule else None
+    if problem:
+        raise UserError(f"{key}: {problem}")
 
 
 def is_dynamic(scaling: ScalingConfig | None) -> bool:
@@ -161,7 +184,7 @@ def rope_frequencies(head_dim: int, theta: float, scaling: ScalingConfig | None 
     if scaling.type != "none" and not L:
         raise UserError(f"RoPE scaling {scaling.type!r} needs original_max_position_embeddings")
     with torch.device(device or "cpu"):  # built where it is used: no host-to-device copy in a step
-        return SCALINGS[scaling.type].fn(head_dim, float(theta), L, float(scaling.factor), seq_len, scaling)
+        return SCALINGS[scaling.type].fn(head_dim, float(theta), L, float(scaling.factor or 1.0), seq_len, scaling)
 
 
 def rope_angles(positions: torch.Tensor, inv_freq: torch.Tensor, attention_factor: float = 1.0):

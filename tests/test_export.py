@@ -109,11 +109,9 @@ def test_context_extended_model_matches_transformers(kind, corpus, tmp_path):
     assert json.loads((tmp_path / "hf" / "config.json").read_text())["max_position_embeddings"] == L
 
 
-@pytest.mark.parametrize("kind", ["ntk", "dynamic"])
-def test_inference_scalings_give_the_same_logits(kind, corpus, tmp_path):
-    # Logits only: transformers caches rotated keys, so dynamic NTK generation past L differs by design.
-    scaling = {"type": kind, "factor": 2.0, "original_max_position_embeddings": L}
-    run_dir = make_run(tmp_path, corpus[0], kind, max_seq_len=2 * L, scaling=scaling)
+def test_static_ntk_gives_the_same_logits(corpus, tmp_path):
+    scaling = {"type": "ntk", "factor": 2.0, "original_max_position_embeddings": L}
+    run_dir = make_run(tmp_path, corpus[0], "ntk", max_seq_len=2 * L, scaling=scaling)
     main([str(run_dir), str(tmp_path / "hf")])
     ours, theirs = load_model(run_dir), load_exported(tmp_path / "hf")
     x = torch.tensor([corpus[2][:3 * L]])
@@ -147,11 +145,11 @@ def test_export_refuses_learned_positions(corpus, tmp_path):
     assert not (tmp_path / "hf").exists()
 
 
-@pytest.mark.parametrize("case", ["missing", "corrupt", "dynamic-yarn"])
+@pytest.mark.parametrize("case", ["missing", "corrupt", "dynamic-yarn", "dynamic"])
 def test_export_errors_are_one_line(case, corpus, tmp_path, capsys):
     run_dir = tmp_path / "missing"
     if case != "missing":
-        scaling = {"type": "dynamic-yarn", "original_max_position_embeddings": L} if case == "dynamic-yarn" else None
+        scaling = {"type": case, "factor": 2.0, "original_max_position_embeddings": L} if "dynamic" in case else None
         run_dir = make_run(tmp_path, corpus[0], case, scaling=scaling)
     if case == "corrupt":
         weights = next(run_dir.glob("model_*.safetensors"))
@@ -161,3 +159,6 @@ def test_export_errors_are_one_line(case, corpus, tmp_path, capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: "), err
+    if "dynamic" in case:
+        assert f"RoPE scaling '{case}' is not exported" in err and "only static scalings export: ntk" in err
+        assert not (tmp_path / "hf").exists()

@@ -12,15 +12,17 @@ import math
 import pytest
 import torch
 
-from config import ModelConfig, PositionConfig, ScalingConfig, parse_scaling
+from config import ModelConfig, PositionConfig, ScalingConfig, UserError, parse_scaling
 from model.gpt import GPT
 from model.positions import Rope
 from model.rope import (
     SCALINGS,
     apply_rope,
+    SCALINGS,
     check_scaling,
     rope_angles,
     rope_frequencies,
+    setting,
     yarn_correction_range,
 )
 
@@ -330,3 +332,22 @@ def test_every_method_takes_its_own_keys():
         extra = {k: values[k] for k in method.keys}
         assert parsed({"type": name, "factor": 2, "original_max_position_embeddings": 64, **extra}).type == name
     assert rope_frequencies(32, 1e4, scaling("yarn", 4, 256, attention_factor=1.5))[1] == 1.5
+
+
+@pytest.mark.parametrize("kind", [k for k in SCALINGS if SCALINGS[k].keys])
+def test_a_method_key_left_out_takes_its_registry_default(kind):
+    defaults = {k: v for k, v in SCALINGS[kind].keys.items() if v is not None}
+    bare, explicit = scaling(kind, 4, 256), scaling(kind, 4, 256, **defaults)
+    assert {k: setting(bare, k) for k in defaults} == defaults
+    for a, b in zip(rope_frequencies(64, 1e4, bare, seq_len=1024), rope_frequencies(64, 1e4, explicit, seq_len=1024)):
+        torch.testing.assert_close(a, b, atol=0, rtol=0)
+    off = {k: v * 3 for k, v in defaults.items()}  # moved from the defaults, the frequencies change
+    assert not torch.equal(rope_frequencies(64, 1e4, scaling(kind, 4, 256, **off), seq_len=1024)[0],
+                           rope_frequencies(64, 1e4, bare, seq_len=1024)[0])
+
+
+@pytest.mark.parametrize("kind", [k for k in SCALINGS if SCALINGS[k].needs_factor])
+def test_a_method_that_scales_by_s_requires_the_factor(kind):
+    with pytest.raises(UserError, match=f"'{kind}' requires 'factor'"):
+        parsed({"type": kind, "original_max_position_embeddings": 256})
+    assert parsed({"type": "dynamic-yarn", "original_max_position_embeddings": 256}).factor is None

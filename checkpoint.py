@@ -209,11 +209,16 @@ def load_weights(run_dir: Path, best: bool = False) -> dict[str, torch.Tensor]:
                         f"after a checkpoint)")
     path = run_dir / (pointer["best"]["weights"] if best else pointer["weights"])
     try:
-        return load_file(path)
+        weights = load_file(path)
     except FileNotFoundError:
         raise UserError(f"checkpoint weights missing: {path}") from None
     except (SafetensorError, OSError, ValueError) as e:
         raise UserError(f"corrupt checkpoint {path}: {str(e).splitlines()[0]}") from None
+    bad = [name for name, t in weights.items() if t.is_floating_point() and not torch.isfinite(t).all()]
+    if bad:
+        raise UserError(f"{path} holds non-finite weights (NaN or inf in {bad[0]}"
+                        f"{f' and {len(bad) - 1} more' if len(bad) > 1 else ''})")
+    return weights
 
 
 def read_run_config(run_dir: Path) -> dict:
@@ -223,9 +228,32 @@ def read_run_config(run_dir: Path) -> dict:
     if not path.is_file():
         raise UserError(f"{run_dir} is not a run directory (no config.yaml)")
     try:
-        return yaml.safe_load(path.read_text())
-    except yaml.YAMLError:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError):
         raise UserError(f"{path} is not valid YAML") from None
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    """The rows of a run's metrics.jsonl; a torn last line (a killed run) is left out."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        raise UserError(f"no metrics.jsonl in {run_dir}")
+    try:
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except UnicodeDecodeError:
+        raise UserError(f"{path} is corrupt (not UTF-8 text)") from None
+    rows = []
+    for i, line in enumerate(lines):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                break
+            raise UserError(f"{path}:{i + 1} is corrupt (not a JSON object)") from None
+        if not isinstance(row, dict) or not isinstance(row.get("step"), int):
+            raise UserError(f"{path}:{i + 1} is corrupt (expected a JSON object with a step)")
+        rows.append(row)
+    return rows
 
 
 def model_config(run_dir: Path, scaling: ScalingConfig | dict | None | str = FROM_RUN) -> ModelConfig:

@@ -35,6 +35,7 @@ from checkpoint import (
     drop_best_after,
     load_state,
     load_weights_into,
+    read_metrics,
     read_pointer,
     read_run_config,
     remove_leftovers,
@@ -169,16 +170,7 @@ def open_metrics(run_dir: Path, resume_step: int | None):
     path = run_dir / "metrics.jsonl"
     kept = []
     if resume_step is not None and path.exists():
-        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
-        for i, line in enumerate(lines):
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                if i == len(lines) - 1:
-                    break
-                raise UserError(f"{path} line {i + 1} is not JSON; fix or delete that line") from None
-            if row["step"] <= resume_step:
-                kept.append(line)
+        kept = [json.dumps(row) for row in read_metrics(run_dir) if row["step"] <= resume_step]
     atomic_write_text(path, "".join(line + "\n" for line in kept))
     return open(path, "a")
 

@@ -180,16 +180,25 @@ def local_files(source: str) -> tuple[Path, list[Path]]:
     raise UserError(f"data.source {source!r}: no such file or folder (nor shakespeare or hf:NAME)")
 
 
+def text_or_error(value, where: str, text_field: str) -> str:
+    if not isinstance(value, str):
+        raise UserError(f"{where}: the {text_field!r} field holds {value!r:.40} ({type(value).__name__}), not text "
+                        f"(data.text_field)")
+    return value
+
+
 def read_file_documents(path: Path, name: str, text_field: str) -> Iterator[tuple[str, str]]:
     if path.suffix == ".jsonl":
         with open(path, encoding="utf-8") as f:
             for i, line in enumerate(f):
-                if line.strip():
-                    try:
-                        yield f"{name}:{i}", json.loads(line)[text_field]
-                    except (json.JSONDecodeError, KeyError, TypeError):
-                        raise UserError(f"{path}:{i + 1}: expected a JSON object with a {text_field!r} field "
-                                        f"(data.text_field)") from None
+                if not line.strip():
+                    continue
+                try:
+                    text = json.loads(line)[text_field]
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    raise UserError(f"{path}:{i + 1}: expected a JSON object with a {text_field!r} field "
+                                    f"(data.text_field)") from None
+                yield f"{name}:{i}", text_or_error(text, f"{path}:{i + 1}", text_field)
     elif path.suffix == ".parquet":
         import pyarrow.parquet as pq
         table = pq.ParquetFile(path)
@@ -200,7 +209,7 @@ def read_file_documents(path: Path, name: str, text_field: str) -> Iterator[tupl
         for batch in table.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=[text_field]):
             for text in batch.column(0).to_pylist():
                 if text:
-                    yield f"{name}:{row}", text
+                    yield f"{name}:{row}", text_or_error(text, f"{path} row {row}", text_field)
                 row += 1
     else:
         try:

@@ -87,7 +87,10 @@ class Tokenizer:
         self.path = Path(path)
         if not self.path.is_file():
             raise UserError(f"tokenizer model not found: {self.path}")
-        self.sp = spm.SentencePieceProcessor(model_file=str(self.path))
+        try:
+            self.sp = spm.SentencePieceProcessor(model_file=str(self.path))
+        except (RuntimeError, OSError) as e:  # sentencepiece reports a malformed model as RuntimeError
+            raise UserError(f"corrupt tokenizer model {self.path}: {str(e).splitlines()[0]}") from None
 
     @property
     def vocab_size(self) -> int:

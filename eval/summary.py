@@ -9,12 +9,11 @@ With --out, the curves are also drawn beside the table (FILE.png).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from checkpoint import read_run_config
+from checkpoint import read_metrics, read_run_config
 from config import ArgumentParser, UserError, run_cli
 from eval.plots import plot_training
 
@@ -23,10 +22,7 @@ REFERENCE = "rope"  # the run the by-step table measures gaps against
 
 def summarize(run_dir: Path) -> dict:
     config = read_run_config(run_dir)
-    path = run_dir / "metrics.jsonl"
-    if not path.is_file():
-        raise UserError(f"no metrics.jsonl in {run_dir}")
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line]
+    rows = read_metrics(run_dir)
     evals = [r for r in rows if "val_loss" in r]
     if not evals:
         raise UserError(f"{run_dir} has no validation loss yet")

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from tqdm import tqdm
 
-from checkpoint import atomic_write_text, model_config, read_run_config
+from checkpoint import atomic_write_text, model_config, read_metrics, read_run_config
 from config import ArgumentParser, UserError
 from data.tasks import sample, task_names, to_batch
 from device import pick_device
@@ -248,14 +248,9 @@ def training_curves(runs: list[Run]) -> dict[str, dict[str, dict[int, list[float
     from scratch (fine-tunes count their own steps)."""
     out: dict[str, dict[str, dict[int, list[float]]]] = {}
     for run in runs:
-        path = run.path / "metrics.jsonl"
-        if run.continued or not path.is_file():
+        if run.continued:
             continue
-        for line in path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a torn last line of a killed run
+        for row in read_metrics(run.path):
             for key, value in row.items():
                 if key.startswith("val_acc_"):
                     task = key.removeprefix("val_acc_")

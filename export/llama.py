@@ -160,11 +160,19 @@ def llama_weights(model: GPT) -> dict[str, torch.Tensor]:
 
 # ----------------------------------------------------------------------------- tokenizer
 
+EXPORT_FILES = ("model.safetensors", "config.json", "generation_config.json", "tokenizer.json",
+                "tokenizer_config.json", "tokenizer.model")
+
+
 def export(run_dir: Path, out_dir: Path) -> Path:
     """Write the Hugging Face directory for the latest checkpoint of `run_dir`; returns `out_dir`."""
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"out_dir {out_dir} is an existing file, not a directory")
+    foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in EXPORT_FILES) if out_dir.is_dir() else []
+    if foreign:  # an earlier export is replaced; anything else (a run directory, say) is never written into
+        raise UserError(f"out_dir {out_dir} is not empty (it holds {foreign[0]}"
+                        f"{f' and {len(foreign) - 1} more' if len(foreign) > 1 else ''}); choose a new directory")
     check_exportable(model_config(run_dir))
     tok_path = run_dir / "tokenizer.model"
     if not tok_path.is_file():

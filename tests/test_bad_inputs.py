@@ -3,7 +3,7 @@ or option, and no traceback; it does so before preparing data or training anythi
 
 The table is (id, argv, expected substring). argv[0] picks the command (train.py, generate.py,
 data.prepare, export, eval.*) and these placeholders are filled in: {run} a trained tiny run, {runs}
-its out_dir, {tmp} an empty directory, {file} an existing plain file. Cases run in-process (fast);
+its out_dir, {tmp} an empty directory, {file} an existing plain file, {binary} a config that is not UTF-8. Cases run in-process (fast);
 the ones in SUBPROCESS also run as real subprocesses, to prove the command-line path.
 """
 import subprocess
@@ -108,6 +108,9 @@ CASES = [
     ("train-no-config", ["train.py", "run.name=x"], "--config"),
     ("train-config-missing", ["train.py", "--config", "{tmp}/nope.yaml"], "nope.yaml"),
     ("train-config-not-yaml", ["train.py", "--config", "{file}"], "not valid YAML"),
+    ("train-config-not-utf8", ["train.py", "--config", "{binary}"], "not UTF-8 text"),
+    ("prepare-record-not-text", PREPARE + ["data.source={tmp}/numbers.jsonl", "data.cache_dir={tmp}/cache"],
+     "numbers.jsonl:2: the 'text' field holds 7 (int), not text"),
     ("train-unknown-flag", TRAIN + ["--resmue"], "--resmue"),
     ("train-existing-run", TRAIN + ["run.out_dir={runs}", "run.name=gen"], "--resume"),
     ("resume-model-change", RESUME + ["model.d_model=64"], "model.d_model"),
@@ -139,6 +142,7 @@ CASES = [
     ("export-out-file", ["export", "{run}", "{file}"], "{file}"),
     ("export-no-run", ["export", "{tmp}/no-such-run", "{tmp}/out"], "run directory not found"),
     ("export-missing-argument", ["export", "{run}"], "out_dir"),
+    ("export-into-a-run", ["export", "{run}", "{run}"], "is not empty (it holds checkpoint.json and"),
     # a misspelt RoPE scaling key, wherever a scaling is written (issue 9)
     ("train-scaling-misspelt-key", TRAIN + ["model.position.scaling={type: yarn, factr: 4}"], "factr"),
     ("train-scaling-foreign-key", TRAIN + ["model.position.scaling={type: linear, factor: 2, beta_fast: 8}"],
@@ -198,8 +202,10 @@ def trained(tmp_path_factory):
 
 def fill(items, trained, tmp_path):
     (tmp_path / "a-file.txt").write_text("not: [a, run\n")
+    (tmp_path / "binary.yaml").write_bytes(b"run: {name: \xff\xfe}\n")
+    (tmp_path / "numbers.jsonl").write_text('{"text": "a play"}\n{"text": 7}\n')
     places = {"{run}": str(trained / "gen"), "{runs}": str(trained), "{tmp}": str(tmp_path),
-              "{file}": str(tmp_path / "a-file.txt")}
+              "{file}": str(tmp_path / "a-file.txt"), "{binary}": str(tmp_path / "binary.yaml")}
     filled = []
     for item in items:
         for key, value in places.items():
@@ -242,3 +248,53 @@ def test_every_command_has_a_missing_run_or_config_case():
 def test_the_table_is_big_and_ids_are_unique():
     assert len(CASES) >= 45 and len({case[0] for case in CASES}) == len(CASES)
     assert set(SUBPROCESS) <= {case[0] for case in CASES}
+
+
+# Every file a run directory holds, missing, corrupt or non-finite, in every command that reads it:
+# one line that names the file, exit 2.
+def damage(run, file, how):
+    path = run / file if "*" not in file else next(run.glob(file))
+    if how == "missing":
+        path.unlink()
+    elif how == "corrupt":
+        path.write_bytes(b"\xff\xfe not what it should be {[")
+    elif how == "truncated":
+        path.write_bytes(path.read_bytes()[:200])
+    elif how == "nan":
+        from safetensors.torch import load_file, save_file
+        weights = load_file(path)
+        next(iter(weights.values())).view(-1)[0] = float("nan")
+        save_file(weights, path)
+    return path.name
+
+
+READERS = {  # what reads each file
+    "config.yaml": ["generate.py", "eval.extrapolation", "eval.probe", "eval.summary", "export", "eval.tasks", "resume"],
+    "checkpoint.json": ["generate.py", "eval.extrapolation", "eval.probe", "export"],  # resume: starts afresh
+    "model_*.safetensors": ["generate.py", "eval.extrapolation", "eval.probe", "export", "resume"],
+    "state_*.pt": ["resume"],
+    "tokenizer.model": ["generate.py", "eval.probe", "export"],  # eval.extrapolation reads the cached shards
+    "metrics.jsonl": ["eval.summary"],
+}
+DAMAGES = {"model_*.safetensors": ["missing", "truncated", "nan"]}
+BROKEN = [(file, how, command) for file, commands in READERS.items()
+          for how in DAMAGES.get(file, ["missing", "corrupt"]) for command in commands]
+
+
+@pytest.mark.parametrize("file, how, command", BROKEN, ids=[f"{c}-{f}-{h}" for f, h, c in BROKEN])
+def test_a_broken_run_file_is_one_line_naming_it(file, how, command, trained, tmp_path, capsys):
+    import shutil
+    run = tmp_path / "runs" / "gen"
+    shutil.copytree(trained / "gen", run)
+    name = damage(run, file, how)
+    argv = {"generate.py": [str(run), "--max-new-tokens", "3"],
+            "eval.extrapolation": [str(run), "--lengths", "64", "--max-tokens", "256", "--out", str(tmp_path / "out")],
+            "eval.probe": [str(run), "--multiples", "1", "--samples", "2", "--out", str(tmp_path / "out")],
+            "eval.summary": [str(run)], "export": [str(run), str(tmp_path / "hf")],
+            "eval.tasks": [str(run), "--out", str(tmp_path / "out")],
+            "resume": fill(TRAIN, trained, tmp_path)[1:] + [f"run.out_dir={run.parent}", "run.name=gen",
+                                                          "train.max_steps=12", "--resume"]}[command]
+    with pytest.raises(SystemExit) as exit_:
+        MAINS["train.py" if command == "resume" else command](argv)
+    out, err = capsys.readouterr()
+    check(exit_.value.code, out, err, name if "*" not in file else name)

@@ -45,6 +45,15 @@ def legend_label(key: tuple) -> str:
     return run if label == "none" else f"{run}: {label}"
 
 
+def log_ticks(low: float, high: float, n: int = 6) -> list[float]:
+    """About n ticks spread evenly on a log axis from low to high, each rounded to two significant figures,
+    so every tick is labelled whatever the range (matplotlib labels only the decades, or too many)."""
+    if not (0 < low < high):
+        return [low] if low > 0 else []
+    ratio = (high / low) ** (1 / (n - 1))
+    return sorted({float(f"{low * ratio ** i:.2g}") for i in range(n)})
+
+
 def mark_training_lengths(ax, keys: list[tuple]) -> None:
     for i, L in enumerate(sorted({k[3] for k in keys})):
         ax.axvline(L, color="grey", linestyle="--", linewidth=1, label="training length" if i == 0 else None)
@@ -55,8 +64,11 @@ def plot_ppl_vs_length(rows: list[dict], path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(14, 5.5), sharey=True)
     ppls = [r["ppl"] for r in rows if r["ppl"] is not None]
     plain = ticker.FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 100 else f"{v:.3g}")  # 1508, not 1.508 x 10^3
-    for ax, keys, title in zip(axes, panels(list(table)), ("Encodings and context-extension fine-tunes",
-                                                          "RoPE scalings without training")):
+    encodings, scalings = panels(list(table))
+    # the unscaled RoPE runs, drawn again in the scalings panel as the reference each scaling is judged by
+    references = [k for k in encodings if k[1] == "rope" and k[2] == "none"] if scalings else []
+    for ax, keys, title in zip(axes, (encodings, references + scalings), ("Encodings and context-extension fine-tunes",
+                                                                         "RoPE scalings without training")):
         for i, key in enumerate(keys):
             points = []
             for length, rs in sorted(table[key].items()):
@@ -66,15 +78,19 @@ def plot_ppl_vs_length(rows: list[dict], path: Path) -> None:
             if points:
                 x, mean, low, high = zip(*points)
                 st = style(i)
-                ax.plot(x, mean, label=legend_label(key), **st)
+                if ax is axes[1] and key in references:
+                    st = {**st, "color": "black", "linestyle": "--", "marker": None}
+                ax.plot(x, mean, label=legend_label(key) + (" (reference)" if ax is axes[1] and key in references else ""),
+                        **st)
                 ax.fill_between(x, low, high, color=st["color"], alpha=0.15, linewidth=0)
         mark_training_lengths(ax, keys)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.xaxis.set_major_formatter(ticker.StrMethodFormatter("{x:.0f}"))
+        if ppls:
+            ax.yaxis.set_major_locator(ticker.FixedLocator(log_ticks(min(ppls), max(ppls))))
         ax.yaxis.set_major_formatter(plain)
-        # within a decade only minor ticks fall in range: label them; across decades they would crowd
-        ax.yaxis.set_minor_formatter(plain if ppls and max(ppls) < 10 * min(ppls) else ticker.NullFormatter())
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
         ax.set_xlabel("evaluation length (tokens)")
         ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)

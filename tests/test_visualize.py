@@ -24,3 +24,22 @@ def test_only_nope_is_blind_to_order():
     for name, diff in diffs.items():
         if name != "nope":
             assert diff > 1e-6, name
+
+
+def test_perplexity_plot_labels_its_log_axis_and_draws_unscaled_rope_among_the_scalings(tmp_path, monkeypatch):
+    from eval import plots
+    assert plots.log_ticks(90, 250) == [90.0, 110.0, 140.0, 170.0, 200.0, 250.0]  # 90 * (250/90)^(i/5), 2 s.f.
+    figures = []
+    monkeypatch.setattr(plots.plt, "close", figures.append)
+
+    def row(position, scaling, rule, length, ppl):
+        return {"run": position, "position": position, "seed": 1, "scaling": scaling, "factor_rule": rule,
+                "factor": None, "train_length": 128, "length": length, "ppl": ppl, "split": "test"}
+    rows = [row(p, "none", None, n, ppl) for p in ("rope", "alibi") for n, ppl in ((128, 95.0), (512, 240.0))]
+    rows += [row("rope", "yarn", "length/L", n, ppl) for n, ppl in ((128, 95.0), (512, 120.0))]
+    plots.plot_ppl_vs_length(rows, tmp_path / "ppl.png")
+    left, right = figures[0].axes
+    labels = [t.get_text() for t in left.get_yticklabels() if 95 <= t.get_position()[1] <= 240]
+    assert len(labels) >= 3 and all(label.replace(",", "").isdigit() for label in labels), labels
+    assert [line.get_label() for line in right.get_lines() if not line.get_label().startswith("_")][:2] == \
+        ["rope (reference)", "rope: yarn (s = length/L)"]

@@ -62,7 +62,7 @@ def keep_freed_host_memory() -> None:
     unmaps it on free, and trims the heap top above 128 KiB. A CPU training step allocates and frees
     the same large tensors every time (the logits alone are 64 MiB on configs/study.yaml), so each
     step page-faults them in again. With both thresholds raised the blocks stay in the heap: faster
-    CPU training for somewhat more peak memory (figures in the README's Speed section). Called by
+    CPU training for somewhat more peak memory (figures in reports/bench/README.md). Called by
     pick_device, so every command gets it; a no-op without glibc.
     """
     libc = glibc()

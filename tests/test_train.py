@@ -99,6 +99,15 @@ def test_sigint_checkpoints_and_resume_continues_the_same_run(tiny_args, tmp_pat
     train.main(tiny_args + ["run.name=reference", "train.max_steps=200", "train.eval_every=1000"])
     ref, got = losses(tmp_path / "reference"), losses(tmp_path / "stopped")
     assert all(got[s][0] == ref[s][0] for s in got if s % 5 == 0)
+    # Resumed, it finishes as the straight run does: every logged loss of the 200 steps equal.
+    train.main(args + ["--resume"])
+    got = losses(tmp_path / "stopped")
+    assert max(got) == 200
+    # the logged loss is the mean since the last log: the one log step that straddles the stop averages
+    # fewer steps after a resume, every other one is the straight run's
+    straddle = -(-stopped_at // 5) * 5 if stopped_at % 5 else None
+    same = [s for s in ref if s != straddle]
+    assert {s: got[s][0] for s in same} == pytest.approx({s: ref[s][0] for s in same}, abs=1e-6)
 
 
 def test_kv_cache_generation_equals_recomputing_the_whole_sequence(tiny_args, tmp_path):
@@ -261,18 +270,27 @@ def test_repeated_sigkill_while_checkpointing_leaves_a_clean_loadable_run(tiny_a
     args = ["train.py", *tiny_args, "run.name=killed", "train.max_steps=80", "train.ckpt_every=1", "train.log_every=1",
             "train.eval_every=1000", "--resume"]
     delays = random.Random(0)
-    for _ in range(5):
+    landed = []  # the step of the checkpoint each kill left
+    run = tmp_path / "killed"
+    for target in (8, 24, 40, 56, 72):  # kill once the run has passed this step, a random moment later
         process = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)
-        time.sleep(delays.uniform(3.0, 7.0))
+        deadline = time.time() + 240
+        while time.time() < deadline and process.poll() is None:
+            try:
+                if json.loads((run / "checkpoint.json").read_text())["step"] >= target:
+                    break
+            except (FileNotFoundError, json.JSONDecodeError):
+                pass
+            time.sleep(0.01)
+        time.sleep(delays.uniform(0.0, 0.05))
         process.send_signal(signal.SIGKILL)
-        process.wait()
-        run = tmp_path / "killed"
-        if (run / "checkpoint.json").exists():
-            assert load_weights(run) and load_state(run)["step"] >= 1  # the pointer names a whole checkpoint
+        assert process.wait() == -signal.SIGKILL  # killed, not finished before the signal came
+        assert load_weights(run) and load_state(run)["step"] >= 1  # the pointer names a whole checkpoint
+        landed.append(load_state(run)["step"])
+    assert all(target <= step < 80 for target, step in zip((8, 24, 40, 56, 72), landed)), landed  # mid-run
     result = cli(*args)
     assert result.returncode == 0, result.stderr
-    run = tmp_path / "killed"
     pointer = json.loads((run / "checkpoint.json").read_text())
     assert pointer["step"] == 80
     assert not list(run.glob("*.tmp")) and not list(run.glob(".*.tmp"))
@@ -281,6 +299,23 @@ def test_repeated_sigkill_while_checkpointing_leaves_a_clean_loadable_run(tiny_a
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(1, 81))  # no step lost or logged twice across the kills
     load_model(run)
+    # and the killed-and-resumed run's losses are an uninterrupted run's
+    train.main([*args[1:-1], "run.name=straight"])
+    assert logged_losses(run) == pytest.approx(logged_losses(tmp_path / "straight"), abs=1e-6)
+
+
+def test_a_fine_tune_starts_from_the_base_runs_exact_weights(tiny_args, tmp_path):
+    train.main(tiny_args + ["run.name=base", "train.max_steps=10"])
+    # lr 1e-12: one AdamW step moves a weight by about 1e-12, so the fine-tune holds what init_from loaded
+    still = ["train.max_steps=1", "train.lr=1e-12", "train.min_lr=1e-12", "train.warmup_steps=0",
+             "train.eval_every=1", "train.ckpt_every=1"]
+    train.main(tiny_args + ["run.name=tuned", f"train.init_from={tmp_path / 'base'}", *still])
+    train.main(tiny_args + ["run.name=scratch", *still])  # the same step from the run's own init
+    base, tuned, scratch = (load_weights(tmp_path / name) for name in ("base", "tuned", "scratch"))
+    assert base.keys() == tuned.keys()
+    for name in base:
+        torch.testing.assert_close(tuned[name], base[name], atol=1e-9, rtol=0)
+    assert (scratch["embed.weight"] - base["embed.weight"]).abs().max() > 1e-3
 
 
 def test_resume_names_a_weight_the_checkpoint_lacks(tiny_args, tmp_path, capsys):

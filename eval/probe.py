@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -36,34 +35,24 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from checkpoint import FROM_RUN, atomic_write_text, load_model
-from config import ArgumentParser, RunFailed, ScalingConfig, UserError
+from checkpoint import atomic_write_text, load_model
+from config import ArgumentParser, ScalingConfig, UserError
 from data import TokenData, Tokenizer, prepare_shards
 from device import autocast, pick_device
-from eval.extrapolation import Run, parse_multiples, parse_scalings, read_runs
+from eval.extrapolation import TOKENS_PER_FORWARD, Run, keep_finished, parse_multiples, parse_scalings, plan, read_runs
+from eval.plots import plt, style, ticker
 from model.rope import SCALINGS
 
 DEFAULT_MULTIPLES = "0.25,0.5,1,2,4,8,16"
 PASSKEY_MULTIPLES = (1, 2, 4, 8, 16)
 PASSKEY_DEPTHS = (0.1, 0.5, 0.9)
-TOKENS_PER_FORWARD = 16384
 
 
 def model_variants(run: Run, methods: list[str], length: int) -> list[tuple[str, ScalingConfig | str | None]]:
-    """(scaling label, what load_model gets) for a run evaluated at `length` tokens."""
-    if run.scaling:
-        return [(f"{run.scaling.type} (fine-tuned)", FROM_RUN)]
-    if run.position != "rope" or run.continued:
-        return [("none (fine-tuned)" if run.continued else "none", None)]
-    out = []
-    for method in methods:
-        s = max(1.0, length / run.train_length)
-        if method == "none" or SCALINGS[method].dynamic:  # dynamic methods are probed through eval.extrapolation only
-            if method == "none":
-                out.append(("none", None))
-            continue
-        out.append((method, None if s == 1.0 else ScalingConfig(method, s, run.train_length)))
-    return out
+    """(scaling label, what load_model gets) for a run probed at `length` tokens: eval.extrapolation's
+    plan with s = length / L, its dynamic methods left to eval.extrapolation."""
+    static = [m for m in methods if m == "none" or not SCALINGS[m].dynamic]
+    return [(m.label, m.scaling) for m in plan(run, static, [length], fixed_factors=[])]
 
 
 class NoPasskey(ValueError):
@@ -263,11 +252,6 @@ def passkey_table(rows: list[dict], key: str, fmt: str, title: str) -> list[str]
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib import ticker
-
     fig, axes = plt.subplots(1, 2, figsize=(14, 5.5))
     for ax, probe, x_key, y_key, title in ((axes[0], "copy", "multiple", "gain",
                                             "Copy: loss gain from a first copy D tokens back"),
@@ -278,13 +262,11 @@ def plot(rows: list[dict], path: Path) -> None:
                 label = r["run"] if r["scaling"] == "none" else f"{r['run']}: {r['scaling']}"
                 groups[label][r[x_key]].append(r[y_key])
         for i, (label, by_x) in enumerate(groups.items()):
-            x = sorted(by_x)
-            colour = plt.get_cmap("tab10")(i % 10)
-            ax.plot(x, [statistics.fmean(by_x[v]) for v in x], marker="osv^D<>px*"[i % 10], color=colour,
-                    linestyle="-" if i < 10 else "-.", markerfacecolor="none", label=label)
+            x, st = sorted(by_x), style(i)
+            ax.plot(x, [statistics.fmean(by_x[v]) for v in x], label=label, **st)
             if probe == "copy":
-                ax.fill_between(x, [min(by_x[v]) for v in x], [max(by_x[v]) for v in x], color=colour, alpha=0.12,
-                                linewidth=0)
+                ax.fill_between(x, [min(by_x[v]) for v in x], [max(by_x[v]) for v in x], color=st["color"],
+                                alpha=0.12, linewidth=0)
         ax.axvline(1, color="grey", linestyle="--", linewidth=1, label="training length")
         ax.axhline(0, color="black", linewidth=0.8)
         ax.set_xscale("log", base=2)
@@ -316,7 +298,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = parser.parse_args(argv)
 
     rows: list[dict] = []
-    try:
+
+    def work():
         multiples, methods = parse_multiples(args.multiples), parse_scalings(args.scaling)
         for option, value in (("--span", args.span), ("--samples", args.samples),
                               ("--passkey-samples", args.passkey_samples)):
@@ -328,11 +311,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
         device = pick_device(args.device, "--device")
         args.out.mkdir(parents=True, exist_ok=True)
         for run in tqdm(runs, unit="run", dynamic_ncols=True, disable=None):  # off when not a terminal
-            rows += probe_run(run, methods, multiples, args.span, args.samples, args.passkey_samples, args.seed, device)
-            atomic_write_text(args.out / "probes.json", json.dumps(rows, indent=2, allow_nan=False) + "\n")
-    except (KeyboardInterrupt, UserError, RunFailed) as e:
-        print(f"error: {str(e).splitlines()[0] if str(e) else 'interrupted'}", file=sys.stderr)
-        sys.exit(130 if isinstance(e, KeyboardInterrupt) else 1 if isinstance(e, RunFailed) else 2)
+            rows.extend(probe_run(run, methods, multiples, args.span, args.samples, args.passkey_samples, args.seed,
+                                  device))
+            write_rows()
+
+    def write_rows():
+        atomic_write_text(args.out / "probes.json", json.dumps(rows, indent=2, allow_nan=False) + "\n")
+
+    keep_finished(work, rows, args.out, write_rows)
     atomic_write_text(args.out / "probes.md", markdown(rows))
     plot(rows, args.out / "probes.png")
     print(markdown(rows))

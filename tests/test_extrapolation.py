@@ -10,7 +10,7 @@ from conftest import book_texts
 
 import train
 from checkpoint import load_model, read_run_config
-from config import DataConfig, ModelConfig, PositionConfig, from_dict
+from config import DataConfig, ModelConfig, PositionConfig, UserError, from_dict
 from data import TokenData, prepare_shards
 from eval import extrapolation, plots, probe, results
 from model.gpt import GPT
@@ -387,3 +387,27 @@ def test_passkey_keys_are_single_token_words_and_ranked(runs):
     assert [int(s[-1]) for s in sequences] == [candidates[k] for k in keys]  # the answer is the key token
     # with the fact first, the copying model finds the key after the first " is": rank 1 every time
     assert probe.key_ranks(CopyingOracle(512), sequences, keys, candidates, torch.device("cpu")) == [1] * 6
+
+
+def test_probe_plans_scalings_as_the_evaluator_does_and_keeps_finished_rows_on_an_error(tmp_path, monkeypatch, capsys):
+    run = extrapolation.Run(tmp_path, "rope", 1, "rope", 128, None, False, DataConfig())
+    variants = probe.model_variants(run, ["none", "linear", "dynamic", "yarn"], 512)
+    assert [label for label, _ in variants] == ["none", "linear", "yarn"]  # dynamic ones: eval.extrapolation only
+    planned = extrapolation.plan(run, ["none", "linear", "yarn"], [512], [])
+    assert [scaling for _, scaling in variants] == [m.scaling for m in planned]
+    assert variants[1][1].factor == 4 and variants[1][1].original_max_position_embeddings == 128
+
+    calls = []
+
+    def probe_run(*args):  # the first run measured, the second one broken
+        calls.append(1)
+        if len(calls) == 2:
+            raise UserError("corrupt checkpoint x")
+        return [{"probe": "copy", "run": "a"}]
+    monkeypatch.setattr(probe, "read_runs", lambda paths: [run, run])
+    monkeypatch.setattr(probe, "probe_run", probe_run)
+    with pytest.raises(SystemExit) as e:
+        probe.main([str(tmp_path), "--out", str(tmp_path / "out"), "--device", "cpu"])
+    assert e.value.code == 1  # as eval.extrapolation: measuring had begun
+    assert "corrupt checkpoint x (1 finished measurements are in" in capsys.readouterr().err
+    assert json.loads((tmp_path / "out" / "probes.json").read_text()) == [{"probe": "copy", "run": "a"}]

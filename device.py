@@ -14,7 +14,6 @@ from config import UserError
 def pick_device(name: str = "auto", key: str = "device") -> torch.device:
     """`auto`: cuda, then mps, then cpu; or cpu, cuda, cuda:N, mps when this machine has it.
     Anything else is a UserError naming `key` (the config key or option the name came from)."""
-    keep_freed_host_memory()
     if name != "auto":
         try:
             device = torch.device(name)
@@ -62,8 +61,8 @@ def keep_freed_host_memory() -> None:
     unmaps it on free, and trims the heap top above 128 KiB. A CPU training step allocates and frees
     the same large tensors every time (the logits alone are 64 MiB on configs/study.yaml), so each
     step page-faults them in again. With both thresholds raised the blocks stay in the heap: faster
-    CPU training for somewhat more peak memory (figures in reports/bench/README.md). Called by
-    pick_device, so every command gets it; a no-op without glibc.
+    CPU training for somewhat more peak memory (figures in reports/bench/README.md). Each command that
+    trains or evaluates calls it first, by name (a process-wide setting); a no-op without glibc.
     """
     libc = glibc()
     if libc is not None:

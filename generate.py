@@ -23,7 +23,7 @@ import torch
 from checkpoint import FROM_RUN, load_model, read_run_config
 from config import ArgumentParser, ScalingConfig, UserError, is_task_source, parse_scaling, run_cli
 from data import Tokenizer
-from device import pick_device
+from device import keep_freed_host_memory, pick_device
 from model.attention import KVCache
 from model.gpt import GPT
 from model.rope import check_scaling
@@ -104,6 +104,7 @@ def scaling_option(text: str) -> ScalingConfig | None | str:
 
 
 def main(argv=None):
+    keep_freed_host_memory()  # process-wide: CPU steps reuse freed memory (device.py)
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--prompt", default="", help="text to continue (default: start of a document)")

@@ -53,7 +53,7 @@ from config import (
     to_dict,
 )
 from data import TaskData, TokenData, open_data
-from device import autocast, pick_device
+from device import autocast, keep_freed_host_memory, pick_device
 from model.gpt import GPT, make_optimizer
 from model.positions import check as check_model
 
@@ -447,6 +447,7 @@ def start_wandb(cfg: Config, run_dir: Path):
 
 
 def main(argv=None):
+    keep_freed_host_memory()  # process-wide: CPU steps reuse freed memory (device.py)
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True, help="YAML config, e.g. configs/tiny.yaml")
     parser.add_argument("--resume", action="store_true", help="continue the run's latest checkpoint")

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from config import ArgumentParser, Config, UserError, load_config, run_cli
-from device import autocast, pick_device
+from device import autocast, keep_freed_host_memory, pick_device
 from eval.memory import PeakMemory
 from model.attention import KVCache
 from model.gpt import GPT, flops_per_token, make_optimizer
@@ -244,6 +244,7 @@ def parse_options(args) -> tuple[list[str], list[int], Config, torch.device]:
 
 
 def main(argv=None):
+    keep_freed_host_memory()  # process-wide: CPU steps reuse freed memory (device.py)
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True)
     parser.add_argument("--positions", default=",".join(sorted(ENCODINGS)))

@@ -63,7 +63,7 @@ from config import (
     is_task_source,
 )
 from data import TokenData, prepare_shards
-from device import autocast, pick_device
+from device import autocast, keep_freed_host_memory, pick_device
 from eval.memory import PeakMemory
 from eval.results import curve_label, format_ppl, markdown
 from model.attention import KVCache
@@ -360,6 +360,7 @@ def read_runs(paths: list[Path], tasks: bool = False) -> list[Run]:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
+    keep_freed_host_memory()  # process-wide: CPU steps reuse freed memory (device.py)
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path, help="run directories")
     parser.add_argument("--lengths", default=DEFAULT_LENGTHS, help=f"evaluation lengths (default {DEFAULT_LENGTHS})")

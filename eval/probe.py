@@ -38,7 +38,7 @@ from tqdm import tqdm
 from checkpoint import atomic_write_text, load_model
 from config import ArgumentParser, ScalingConfig, UserError
 from data import TokenData, Tokenizer, prepare_shards
-from device import autocast, pick_device
+from device import autocast, keep_freed_host_memory, pick_device
 from eval.extrapolation import TOKENS_PER_FORWARD, Run, keep_finished, parse_multiples, parse_scalings, plan, read_runs
 from eval.plots import plt, style, ticker
 from model.rope import SCALINGS
@@ -283,6 +283,7 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
+    keep_freed_host_memory()  # process-wide: CPU steps reuse freed memory (device.py)
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path, help="run directories")
     parser.add_argument("--multiples", default=DEFAULT_MULTIPLES,

@@ -34,7 +34,7 @@ from tqdm import tqdm
 from checkpoint import atomic_write_text, model_config, read_metrics, read_run_config
 from config import ArgumentParser, UserError
 from data.tasks import sample, task_names, to_batch
-from device import pick_device
+from device import keep_freed_host_memory, pick_device
 from eval.extrapolation import (
     Measurement,
     Models,
@@ -271,6 +271,7 @@ def write_report(rows: list[dict], runs: list[Run], out: Path, plots: bool = Tru
 # ----------------------------------------------------------------------------- command line
 
 def main(argv: list[str] | None = None) -> list[dict]:
+    keep_freed_host_memory()  # process-wide: CPU steps reuse freed memory (device.py)
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path, help="run directories trained on a task source")
     parser.add_argument("--multiples", default=DEFAULT_MULTIPLES,

@@ -180,24 +180,46 @@ def read_pointer(run_dir: Path) -> dict:
         raise UserError(f"no checkpoint in {run_dir} (missing {POINTER}); has it trained yet?") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise UserError(f"{run_dir / POINTER} is corrupt ({e})") from None
-    if not (isinstance(pointer, dict) and isinstance(pointer.get("step"), int)
-            and all(isinstance(pointer.get(k), str) for k in ("weights", "state"))):
+    older, best = (pointer.get("older", []), pointer.get("best")) if isinstance(pointer, dict) else ([], None)
+    if not (names_checkpoint(pointer) and isinstance(older, list) and all(map(names_checkpoint, older))
+            and (best is None or isinstance(best, dict) and isinstance(best.get("weights"), str))):
         raise UserError(f"{run_dir / POINTER} is corrupt (expected step, weights and state)")
     return pointer
+
+
+def names_checkpoint(entry) -> bool:
+    """Whether a checkpoint.json entry gives a step and the names of its weights and state files."""
+    return (isinstance(entry, dict) and isinstance(entry.get("step"), int)
+            and all(isinstance(entry.get(k), str) for k in ("weights", "state")))
+
+
+def first_line(e: Exception) -> str:
+    return (str(e).splitlines() or [type(e).__name__])[0]
 
 
 def load_state(run_dir: Path) -> dict:
     run_dir = Path(run_dir)
     path = run_dir / read_pointer(run_dir)["state"]
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise UserError(f"checkpoint state missing: {path}") from None
-    except pickle.UnpicklingError:  # torch's advice here is to unpickle it anyway: we do not
+    except pickle.UnpicklingError as e:
+        if "Unsupported global" not in str(e):  # not a pickle at all
+            raise UserError(f"{path} is corrupt (not a checkpoint state torch can read)") from None
+        # torch's advice here is to unpickle it anyway: we do not
         raise UserError(f"{path} is not a plain checkpoint state (it holds pickled Python objects); "
                               f"it will not be unpickled") from None
     except Exception as e:
-        raise UserError(f"cannot read checkpoint state {path}: {str(e).splitlines()[0]}") from None
+        raise UserError(f"{path} is corrupt (cannot read the checkpoint state: {first_line(e)})") from None
+    if not (isinstance(state, dict) and isinstance(state.get("step"), int) and isinstance(state.get("optimizer"), dict)
+            and torch.is_tensor(state.get("rng"))):
+        raise UserError(f"{path} is corrupt (expected step, optimizer and rng)")
+    moments = [v for per_param in state["optimizer"].get("state", {}).values() for v in per_param.values()
+               if torch.is_tensor(v) and v.is_floating_point()]
+    if not all(torch.isfinite(v).all() for v in moments):
+        raise UserError(f"{path} holds non-finite optimizer state (NaN or inf)")
+    return state
 
 
 def load_weights(run_dir: Path, best: bool = False) -> dict[str, torch.Tensor]:
@@ -213,7 +235,7 @@ def load_weights(run_dir: Path, best: bool = False) -> dict[str, torch.Tensor]:
     except FileNotFoundError:
         raise UserError(f"checkpoint weights missing: {path}") from None
     except (SafetensorError, OSError, ValueError) as e:
-        raise UserError(f"corrupt checkpoint {path}: {str(e).splitlines()[0]}") from None
+        raise UserError(f"corrupt checkpoint {path}: {first_line(e)}") from None
     bad = [name for name, t in weights.items() if t.is_floating_point() and not torch.isfinite(t).all()]
     if bad:
         raise UserError(f"{path} holds non-finite weights (NaN or inf in {bad[0]}"
@@ -228,9 +250,14 @@ def read_run_config(run_dir: Path) -> dict:
     if not path.is_file():
         raise UserError(f"{run_dir} is not a run directory (no config.yaml)")
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError):
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise UserError(f"{path} is corrupt (not UTF-8 text)") from None
+    except yaml.YAMLError:
         raise UserError(f"{path} is not valid YAML") from None
+    if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
+        raise UserError(f"{path} is corrupt (no model section)")
+    return config
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
@@ -258,11 +285,9 @@ def read_metrics(run_dir: Path) -> list[dict]:
 
 def model_config(run_dir: Path, scaling: ScalingConfig | dict | None | str = FROM_RUN) -> ModelConfig:
     """The run's ModelConfig; `scaling` replaces its RoPE scaling unless left at FROM_RUN."""
-    section = read_run_config(run_dir)
-    if not isinstance(section, dict) or not isinstance(section.get("model"), dict):
-        raise UserError(f"{run_dir}/config.yaml has no model section")
+    section = read_run_config(run_dir)["model"]
     try:
-        cfg = from_dict(ModelConfig, section["model"], "model")
+        cfg = from_dict(ModelConfig, section, "model")
     except UserError as e:
         raise UserError(f"{run_dir}/config.yaml: {e}") from None
     if scaling != FROM_RUN:

@@ -258,14 +258,15 @@ def training_curves(runs: list[Run]) -> dict[str, dict[str, dict[int, list[float
     return out
 
 
-def write_report(rows: list[dict], runs: list[Run], out: Path, plots: bool = True) -> None:
+def write_report(rows: list[dict], training: dict, out: Path, plots: bool = True) -> None:
+    """results.json, results.md and (with plots) the plots; `training` is training_curves' result."""
     # a row per line: a three-seed report has thousands of rows
     atomic_write_text(out / "results.json", "[\n" + ",\n".join(json.dumps(r, allow_nan=False) for r in rows) + "\n]\n")
     atomic_write_text(out / "results.md", markdown(rows))
     if plots:
         from eval.plots import plot_task_accuracy, plot_task_training
         plot_task_accuracy(curves(rows, "length"), curves(rows, "distance"), learned(rows), out)
-        plot_task_training(training_curves(runs), out / "training.png")
+        plot_task_training(training, out / "training.png")
 
 
 # ----------------------------------------------------------------------------- command line
@@ -292,7 +293,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                              "(add seeds to a report, or finish an interrupted evaluation)")
     args = parser.parse_args(argv)
     rows: list[dict] = []
-    runs: list[Run] = []
+    training: dict = {}
 
     def work():
         methods, fixed_factors = parse_scalings(args.scaling), parse_factors(args.fixed_factors)
@@ -303,7 +304,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 raise UserError(f"{option} must be >= 1, got {value}")
         if args.out.exists() and not args.out.is_dir():
             raise UserError(f"--out {args.out} is a file, not a folder")
-        runs.extend(read_runs(args.runs, tasks=True))
+        runs = read_runs(args.runs, tasks=True)
+        training.update(training_curves(runs))  # read before measuring: a broken metrics.jsonl stops it now
         for run in runs:
             run.train_length = base_length(run)
         jobs = [(m, task) for run in runs
@@ -319,10 +321,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for m, task in bar:
             bar.set_description(f"{m.run.name} | {m.label} | {task} | {m.length}")
             rows.extend(evaluator.measure(m, task))
-            write_report(rows, runs, args.out, plots=False)  # finished rows survive a crash or Ctrl-C
+            write_report(rows, training, args.out, plots=False)  # finished rows survive a crash or Ctrl-C
         bar.close()
-    keep_finished(work, rows, args.out, lambda: write_report(rows, runs, args.out))
-    write_report(rows, runs, args.out)
+    keep_finished(work, rows, args.out, lambda: write_report(rows, training, args.out))
+    write_report(rows, training, args.out)
     print(markdown(rows))
     print(f"wrote {args.out}/results.json, results.md, accuracy_vs_length.png, accuracy_vs_distance.png, training.png")
     return rows

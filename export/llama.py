@@ -28,12 +28,12 @@ import json
 import shutil
 from pathlib import Path
 
-import sentencepiece as spm
 import torch
 from safetensors.torch import save_file
 
 from checkpoint import atomic_write, atomic_write_text, load_model, model_config
 from config import ArgumentParser, ModelConfig, ScalingConfig, UserError, run_cli
+from data import Tokenizer
 from export.tokenizer import tokenizer_config, tokenizer_json
 from model.gpt import GPT
 from model.rope import SCALINGS, setting
@@ -175,12 +175,7 @@ def export(run_dir: Path, out_dir: Path) -> Path:
                         f"{f' and {len(foreign) - 1} more' if len(foreign) > 1 else ''}); choose a new directory")
     check_exportable(model_config(run_dir))
     tok_path = run_dir / "tokenizer.model"
-    if not tok_path.is_file():
-        raise UserError(f"no tokenizer.model in {run_dir}")
-    try:
-        sp = spm.SentencePieceProcessor(model_file=str(tok_path))
-    except (OSError, RuntimeError) as e:
-        raise UserError(f"cannot read {tok_path}: {str(e).splitlines()[0]}") from None
+    sp = Tokenizer(tok_path).sp
     model = load_model(run_dir)
     cfg = model.cfg
     if sp.vocab_size() != cfg.vocab_size:

@@ -1,16 +1,21 @@
-"""Every command line answers a bad input with exit code 2 and one line on stderr that names the key
-or option, and no traceback; it does so before preparing data or training anything.
+"""Every command line answers a bad input with exit code 2 and one line on stderr that names the key,
+option or file and says what is wrong with it, and no traceback; it does so before preparing data or
+training anything.
 
 The table is (id, argv, expected substring). argv[0] picks the command (train.py, generate.py,
 data.prepare, export, eval.*) and these placeholders are filled in: {run} a trained tiny run, {runs}
-its out_dir, {tmp} an empty directory, {file} an existing plain file, {binary} a config that is not UTF-8. Cases run in-process (fast);
-the ones in SUBPROCESS also run as real subprocesses, to prove the command-line path.
+its out_dir, {tmp} an empty directory, {file} an existing plain file, {binary} a config that is not
+UTF-8. Cases run in-process (fast); the ones in SUBPROCESS also run as real subprocesses, to prove the
+command-line path. Below the table, every file of a run directory is damaged in every command that reads it.
 """
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import load_file, save_file
 
 import data.prepare
 import export.llama
@@ -31,159 +36,181 @@ PREPARE = ["data.prepare", "--config", str(ROOT / "configs/tiny.yaml")]
 
 CASES = [
     # train.py: types and names
-    ("train-unknown-key", TRAIN + ["model.d_modle=64"], "model.d_modle"),
-    ("train-int-type", TRAIN + ["train.max_steps=ten"], "train.max_steps"),
-    ("train-optional-int-type", TRAIN + ["train.decay_steps=abc"], "train.decay_steps"),
-    ("train-optional-str-type", TRAIN + ["train.init_from=5"], "train.init_from"),
-    ("train-scaling-type", TRAIN + ["model.position.scaling=yarn"], "model.position.scaling"),
-    ("train-section-type", TRAIN + ["train=5"], "train"),
-    ("train-not-a-section", TRAIN + ["train.lr.x=1"], "train.lr"),
-    ("train-override-form", TRAIN + ["model.d_model"], "model.d_model"),
-    ("train-override-yaml", TRAIN + ["model.position.scaling={type:"], "model.position.scaling"),
-    ("train-encoding-name", TRAIN + ["model.position.type=rotary"], "model.position.type"),
+    ("train-unknown-key", TRAIN + ["model.d_modle=64"], "unknown config key 'model.d_modle'"),
+    ("train-int-type", TRAIN + ["train.max_steps=ten"], "train.max_steps: expected int, got str"),
+    ("train-optional-int-type", TRAIN + ["train.decay_steps=abc"], "train.decay_steps: expected int, got str"),
+    ("train-optional-str-type", TRAIN + ["train.init_from=5"], "train.init_from: expected str, got int"),
+    ("train-scaling-type", TRAIN + ["model.position.scaling=yarn"],
+     "model.position.scaling: a RoPE scaling is a mapping"),
+    ("train-section-type", TRAIN + ["train=5"], "train: expected a mapping, got int"),
+    ("train-not-a-section", TRAIN + ["train.lr.x=1"], "train.lr is not a section"),
+    ("train-override-form", TRAIN + ["model.d_model"], "'model.d_model' is not of the form dotted.key=value"),
+    ("train-override-yaml", TRAIN + ["model.position.scaling={type:"],
+     "model.position.scaling: cannot parse '{type:' as YAML"),
+    ("train-encoding-name", TRAIN + ["model.position.type=rotary"], "model.position.type: unknown encoding 'rotary'"),
     ("train-scaling-name", TRAIN + ["model.position.scaling={type: yarm, factor: 4, original_max_position_embeddings: 64}"],
-     "model.position.scaling"),
+     "model.position.scaling: unknown RoPE scaling 'yarm'"),
     ("train-scaling-factor-type", TRAIN + ["model.position.scaling={type: yarn, factor: [4], original_max_position_embeddings: 64}"],
-     "model.position.scaling"),
+     "model.position.scaling.factor: expected float, got list"),
     ("train-scaling-factor-range", TRAIN + ["model.position.scaling={type: yarn, factor: 0.5, original_max_position_embeddings: 64}"],
-     "model.position.scaling"),
-    ("train-scaling-no-length", TRAIN + ["model.position.scaling={type: yarn, factor: 4}"], "model.position.scaling"),
+     "model.position.scaling.factor must be >= 1"),
+    ("train-scaling-no-length", TRAIN + ["model.position.scaling={type: yarn, factor: 4}"],
+     "model.position.scaling needs original_max_position_embeddings"),
     ("train-scaling-no-factor", TRAIN + ["model.position.scaling={type: yarn, original_max_position_embeddings: 64}"],
      "model.position.scaling: RoPE scaling 'yarn' requires 'factor'"),
-    ("generate-rope-scaling-no-factor", GEN + ["--rope-scaling", "{type: linear}"], "RoPE scaling 'linear' requires 'factor'"),
+    ("generate-rope-scaling-no-factor", GEN + ["--rope-scaling", "{type: linear}"],
+     "RoPE scaling 'linear' requires 'factor'"),
     ("train-scaling-not-rope", TRAIN + ["model.position.type=alibi",
                                           "model.position.scaling={type: linear, factor: 2, original_max_position_embeddings: 64}"],
      "applies to rope only"),
     # train.py: model sizes and relations
-    ("model-d-model", TRAIN + ["model.d_model=0"], "model.d_model"),
-    ("model-n-layers", TRAIN + ["model.n_layers=0"], "model.n_layers"),
-    ("model-n-heads", TRAIN + ["model.n_heads=0"], "model.n_heads"),
-    ("model-n-kv-heads", TRAIN + ["model.n_kv_heads=0"], "model.n_kv_heads"),
-    ("model-max-seq-len", TRAIN + ["model.max_seq_len=-1"], "model.max_seq_len"),
-    ("model-ffn-hidden", TRAIN + ["model.ffn_hidden=0"], "model.ffn_hidden"),
-    ("model-heads-divide-width", TRAIN + ["model.n_heads=3", "model.n_kv_heads=1"], "model.n_heads"),
-    ("model-kv-heads-divide-heads", TRAIN + ["model.n_kv_heads=3"], "model.n_kv_heads"),
-    ("model-rope-odd-head", TRAIN + ["model.d_model=36", "model.n_heads=4"], "model.position.type"),
-    ("model-dropout-one", TRAIN + ["model.dropout=1"], "model.dropout"),
-    ("model-dropout-negative", TRAIN + ["model.dropout=-0.1"], "model.dropout"),
-    ("model-init-std", TRAIN + ["model.init_std=0"], "model.init_std"),
-    ("model-norm-eps", TRAIN + ["model.norm_eps=0"], "model.norm_eps"),
-    ("model-theta", TRAIN + ["model.position.theta=-1"], "model.position.theta"),
-    ("model-vocab-mismatch", TRAIN + ["model.vocab_size=100"], "model.vocab_size"),
+    ("model-d-model", TRAIN + ["model.d_model=0"], "model.d_model must be > 0"),
+    ("model-n-layers", TRAIN + ["model.n_layers=0"], "model.n_layers must be > 0"),
+    ("model-n-heads", TRAIN + ["model.n_heads=0"], "model.n_heads must be > 0"),
+    ("model-n-kv-heads", TRAIN + ["model.n_kv_heads=0"], "model.n_kv_heads must be > 0"),
+    ("model-max-seq-len", TRAIN + ["model.max_seq_len=-1"], "model.max_seq_len must be > 0"),
+    ("model-ffn-hidden", TRAIN + ["model.ffn_hidden=0"], "model.ffn_hidden must be > 0"),
+    ("model-heads-divide-width", TRAIN + ["model.n_heads=3", "model.n_kv_heads=1"],
+     "model.d_model (32) must be divisible by model.n_heads (3)"),
+    ("model-kv-heads-divide-heads", TRAIN + ["model.n_kv_heads=3"],
+     "model.n_heads (4) must be a multiple of model.n_kv_heads (3)"),
+    ("model-rope-odd-head", TRAIN + ["model.d_model=36", "model.n_heads=4"],
+     "model.position.type=rope needs an even head dimension"),
+    ("model-dropout-one", TRAIN + ["model.dropout=1"], "model.dropout must be in [0, 1)"),
+    ("model-dropout-negative", TRAIN + ["model.dropout=-0.1"], "model.dropout must be in [0, 1)"),
+    ("model-init-std", TRAIN + ["model.init_std=0"], "model.init_std must be > 0"),
+    ("model-norm-eps", TRAIN + ["model.norm_eps=0"], "model.norm_eps must be > 0"),
+    ("model-theta", TRAIN + ["model.position.theta=-1"], "model.position.theta must be > 0"),
+    ("model-vocab-mismatch", TRAIN + ["model.vocab_size=100"],
+     "model.vocab_size (100) differs from data.vocab_size (512)"),
     # train.py: data
-    ("data-vocab", TRAIN + ["data.vocab_size=100"], "data.vocab_size"),
-    ("data-source-empty", TRAIN + ["data.source="], "data.source"),
-    ("data-val-fraction", TRAIN + ["data.val_fraction=1"], "data.val_fraction"),
-    ("data-test-fraction", TRAIN + ["data.test_fraction=-0.5"], "data.test_fraction"),
-    ("data-fractions-sum", TRAIN + ["data.val_fraction=0.5", "data.test_fraction=0.5"], "data.val_fraction"),
-    ("data-max-documents", TRAIN + ["data.max_documents=0"], "data.max_documents"),
+    ("data-vocab", TRAIN + ["data.vocab_size=100"], "data.vocab_size must be above 259"),
+    ("data-source-empty", TRAIN + ["data.source="], "data.source: expected str, got NoneType"),
+    ("data-val-fraction", TRAIN + ["data.val_fraction=1"], "data.val_fraction must be in [0, 1)"),
+    ("data-test-fraction", TRAIN + ["data.test_fraction=-0.5"], "data.test_fraction must be in [0, 1)"),
+    ("data-fractions-sum", TRAIN + ["data.val_fraction=0.5", "data.test_fraction=0.5"],
+     "data.val_fraction + data.test_fraction must be below 1"),
+    ("data-max-documents", TRAIN + ["data.max_documents=0"], "data.max_documents must be > 0"),
     # train.py: optimisation and cadence
-    ("train-batch-size", TRAIN + ["train.batch_size=0"], "train.batch_size"),
-    ("train-grad-accum", TRAIN + ["train.grad_accum=0"], "train.grad_accum"),
-    ("train-max-steps", TRAIN + ["train.max_steps=0"], "train.max_steps"),
-    ("train-lr-zero", TRAIN + ["train.lr=0"], "train.lr"),
-    ("train-lr-negative", TRAIN + ["train.lr=-1e-3"], "train.lr"),
-    ("train-lr-nan", TRAIN + ["train.lr=.nan"], "train.lr"),
-    ("train-min-lr-above-lr", TRAIN + ["train.min_lr=1"], "train.min_lr"),
-    ("train-min-lr-negative", TRAIN + ["train.min_lr=-1e-4"], "train.min_lr"),
-    ("train-beta1", TRAIN + ["train.beta1=1"], "train.beta1"),
-    ("train-beta2", TRAIN + ["train.beta2=0"], "train.beta2"),
-    ("train-grad-clip", TRAIN + ["train.grad_clip=-1"], "train.grad_clip"),
-    ("train-warmup", TRAIN + ["train.warmup_steps=-1"], "train.warmup_steps"),
-    ("train-decay-steps", TRAIN + ["train.decay_steps=0"], "train.decay_steps"),
-    ("train-weight-decay", TRAIN + ["train.weight_decay=-0.1"], "train.weight_decay"),
-    ("train-eval-tokens", TRAIN + ["train.eval_tokens=0"], "train.eval_tokens"),
-    ("train-log-every", TRAIN + ["train.log_every=0"], "train.log_every"),
-    ("train-eval-every", TRAIN + ["train.eval_every=0"], "train.eval_every"),
-    ("train-ckpt-every", TRAIN + ["train.ckpt_every=0"], "train.ckpt_every"),
-    ("train-init-from-missing", TRAIN + ["train.init_from={tmp}/no-such-run"], "train.init_from"),
+    ("train-batch-size", TRAIN + ["train.batch_size=0"], "train.batch_size must be >= 1"),
+    ("train-grad-accum", TRAIN + ["train.grad_accum=0"], "train.grad_accum must be >= 1"),
+    ("train-max-steps", TRAIN + ["train.max_steps=0"], "train.max_steps must be >= 1"),
+    ("train-lr-zero", TRAIN + ["train.lr=0"], "train.lr must be a finite number > 0"),
+    ("train-lr-negative", TRAIN + ["train.lr=-1e-3"], "train.lr must be a finite number > 0"),
+    ("train-lr-nan", TRAIN + ["train.lr=.nan"], "train.lr must be a finite number > 0, got nan"),
+    ("train-min-lr-above-lr", TRAIN + ["train.min_lr=1"], "train.min_lr must be in [0, train.lr"),
+    ("train-min-lr-negative", TRAIN + ["train.min_lr=-1e-4"], "train.min_lr must be in [0, train.lr"),
+    ("train-beta1", TRAIN + ["train.beta1=1"], "train.beta1 must be in (0, 1)"),
+    ("train-beta2", TRAIN + ["train.beta2=0"], "train.beta2 must be in (0, 1)"),
+    ("train-grad-clip", TRAIN + ["train.grad_clip=-1"], "train.grad_clip must be a finite number >= 0"),
+    ("train-warmup", TRAIN + ["train.warmup_steps=-1"], "train.warmup_steps must be >= 0"),
+    ("train-decay-steps", TRAIN + ["train.decay_steps=0"], "train.decay_steps must be >= 1 or null"),
+    ("train-weight-decay", TRAIN + ["train.weight_decay=-0.1"], "train.weight_decay must be a finite number >= 0"),
+    ("train-eval-tokens", TRAIN + ["train.eval_tokens=0"], "train.eval_tokens must be >= 1"),
+    ("train-log-every", TRAIN + ["train.log_every=0"], "train.log_every must be >= 1"),
+    ("train-eval-every", TRAIN + ["train.eval_every=0"], "train.eval_every must be >= 1"),
+    ("train-ckpt-every", TRAIN + ["train.ckpt_every=0"], "train.ckpt_every must be >= 1"),
+    ("train-init-from-missing", TRAIN + ["train.init_from={tmp}/no-such-run"],
+     "train.init_from: run directory not found"),
     # train.py: run
-    ("run-device-missing", TRAIN + ["run.device=cuda:99"], "run.device"),
-    ("run-device-unknown", TRAIN + ["run.device=tpu"], "run.device"),
-    ("run-out-dir-file", TRAIN + ["run.out_dir={file}"], "run.out_dir"),
-    ("run-seed", TRAIN + ["run.seed=-1"], "run.seed"),
-    ("run-name-path", TRAIN + ["run.name=a/b"], "run.name"),
-    ("run-name-empty", TRAIN + ["run.name="], "run.name"),
+    ("run-device-missing", TRAIN + ["run.device=cuda:99"], "run.device: 'cuda:99' is not available here"),
+    ("run-device-unknown", TRAIN + ["run.device=tpu"], "run.device: unknown device 'tpu'"),
+    ("run-out-dir-file", TRAIN + ["run.out_dir={file}"], "run.out_dir: {file} is a file, not a directory"),
+    ("run-seed", TRAIN + ["run.seed=-1"], "run.seed must be >= 0"),
+    ("run-name-path", TRAIN + ["run.name=a/b"], "run.name must be a plain directory name"),
+    ("run-name-empty", TRAIN + ["run.name="], "run.name: expected str, got NoneType"),
     # train.py: command line and run directory
-    ("train-no-config", ["train.py", "run.name=x"], "--config"),
-    ("train-config-missing", ["train.py", "--config", "{tmp}/nope.yaml"], "nope.yaml"),
-    ("train-config-not-yaml", ["train.py", "--config", "{file}"], "not valid YAML"),
-    ("train-config-not-utf8", ["train.py", "--config", "{binary}"], "not UTF-8 text"),
+    ("train-no-config", ["train.py", "run.name=x"], "required: --config"),
+    ("train-config-missing", ["train.py", "--config", "{tmp}/nope.yaml"], "config file not found: {tmp}/nope.yaml"),
+    ("train-config-not-yaml", ["train.py", "--config", "{file}"], "a-file.txt: not valid YAML"),
+    ("train-config-not-utf8", ["train.py", "--config", "{binary}"], "binary.yaml: not UTF-8 text"),
     ("prepare-record-not-text", PREPARE + ["data.source={tmp}/numbers.jsonl", "data.cache_dir={tmp}/cache"],
      "numbers.jsonl:2: the 'text' field holds 7 (int), not text"),
-    ("train-unknown-flag", TRAIN + ["--resmue"], "--resmue"),
-    ("train-existing-run", TRAIN + ["run.out_dir={runs}", "run.name=gen"], "--resume"),
-    ("resume-model-change", RESUME + ["model.d_model=64"], "model.d_model"),
-    ("resume-encoding-change", RESUME + ["model.position.type=alibi"], "model.position.type"),
-    ("resume-data-change", RESUME + ["data.val_fraction=0.1"], "data.val_fraction"),
-    ("resume-seed-change", RESUME + ["run.seed=7"], "run.seed"),
+    ("train-unknown-flag", TRAIN + ["--resmue"], "unrecognized arguments: --resmue"),
+    ("train-existing-run", TRAIN + ["run.out_dir={runs}", "run.name=gen"],
+     "already holds a checkpoint (step 10); pass --resume"),
+    ("resume-model-change", RESUME + ["model.d_model=64"], "cannot resume {runs}/gen with a different model.d_model"),
+    ("resume-encoding-change", RESUME + ["model.position.type=alibi"],
+     "with a different model.position.type ('rope' -> 'alibi')"),
+    ("resume-data-change", RESUME + ["data.val_fraction=0.1"], "with a different data.val_fraction (0.05 -> 0.1)"),
+    ("resume-seed-change", RESUME + ["run.seed=7"], "with a different run.seed (1337 -> 7)"),
     # generate.py
-    ("generate-top-k", GEN + ["--top-k", "0"], "--top-k"),
-    ("generate-top-k-type", GEN + ["--top-k", "x"], "--top-k"),
-    ("generate-top-p-zero", GEN + ["--top-p", "0"], "--top-p"),
-    ("generate-top-p-above-one", GEN + ["--top-p", "1.5"], "--top-p"),
-    ("generate-temperature", GEN + ["--temperature", "-1"], "--temperature"),
-    ("generate-max-new-tokens", GEN + ["--max-new-tokens", "-1"], "--max-new-tokens"),
-    ("generate-rope-scaling-scalar", GEN + ["--rope-scaling", "5"], "--rope-scaling"),
-    ("generate-rope-scaling-yaml", GEN + ["--rope-scaling", "{type:"], "--rope-scaling"),
-    ("generate-rope-scaling-name", GEN + ["--rope-scaling", "{type: yarm, factor: 4}"], "--rope-scaling"),
-    ("generate-rope-scaling-factor", GEN + ["--rope-scaling", "{type: yarn, factor: 0.5}"], "--rope-scaling"),
-    ("generate-device", GEN + ["--device", "cuda:99"], "--device"),
-    ("generate-no-run", ["generate.py", "{tmp}/no-such-run"], "run directory not found"),
-    ("generate-not-a-run", ["generate.py", "{tmp}"], "no config.yaml"),
+    ("generate-top-k", GEN + ["--top-k", "0"], "--top-k must be >= 1"),
+    ("generate-top-k-type", GEN + ["--top-k", "x"], "--top-k: invalid int value: 'x'"),
+    ("generate-top-p-zero", GEN + ["--top-p", "0"], "--top-p must be in (0, 1]"),
+    ("generate-top-p-above-one", GEN + ["--top-p", "1.5"], "--top-p must be in (0, 1]"),
+    ("generate-temperature", GEN + ["--temperature", "-1"], "--temperature must be >= 0"),
+    ("generate-max-new-tokens", GEN + ["--max-new-tokens", "-1"], "--max-new-tokens must be >= 0"),
+    ("generate-rope-scaling-scalar", GEN + ["--rope-scaling", "5"], "--rope-scaling: a RoPE scaling is a mapping"),
+    ("generate-rope-scaling-yaml", GEN + ["--rope-scaling", "{type:"], "--rope-scaling: cannot parse '{type:' as YAML"),
+    ("generate-rope-scaling-name", GEN + ["--rope-scaling", "{type: yarm, factor: 4}"],
+     "--rope-scaling: unknown RoPE scaling 'yarm'"),
+    ("generate-rope-scaling-factor", GEN + ["--rope-scaling", "{type: yarn, factor: 0.5}"],
+     "--rope-scaling.factor must be >= 1"),
+    ("generate-device", GEN + ["--device", "cuda:99"], "--device: 'cuda:99' is not available here"),
+    ("generate-no-run", ["generate.py", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
+    ("generate-not-a-run", ["generate.py", "{tmp}"], "{tmp} is not a run directory (no config.yaml)"),
     # python -m data.prepare
-    ("prepare-config-missing", ["data.prepare", "--config", "{tmp}/nope.yaml"], "nope.yaml"),
-    ("prepare-no-config", ["data.prepare"], "--config"),
-    ("prepare-vocab", PREPARE + ["data.vocab_size=100"], "data.vocab_size"),
-    ("prepare-val-fraction", PREPARE + ["data.val_fraction=2"], "data.val_fraction"),
-    ("prepare-unknown-key", PREPARE + ["data.sourc=x"], "data.sourc"),
-    ("prepare-section-type", PREPARE + ["data=5"], "data"),
+    ("prepare-config-missing", ["data.prepare", "--config", "{tmp}/nope.yaml"],
+     "config file not found: {tmp}/nope.yaml"),
+    ("prepare-no-config", ["data.prepare"], "required: --config"),
+    ("prepare-vocab", PREPARE + ["data.vocab_size=100"], "data.vocab_size must be above 259"),
+    ("prepare-val-fraction", PREPARE + ["data.val_fraction=2"], "data.val_fraction must be in [0, 1)"),
+    ("prepare-unknown-key", PREPARE + ["data.sourc=x"], "unknown config key 'data.sourc'"),
+    ("prepare-section-type", PREPARE + ["data=5"], "data: expected a mapping"),
     # python -m export
-    ("export-out-file", ["export", "{run}", "{file}"], "{file}"),
-    ("export-no-run", ["export", "{tmp}/no-such-run", "{tmp}/out"], "run directory not found"),
-    ("export-missing-argument", ["export", "{run}"], "out_dir"),
-    ("export-into-a-run", ["export", "{run}", "{run}"], "is not empty (it holds checkpoint.json and"),
+    ("export-out-file", ["export", "{run}", "{file}"], "out_dir {file} is an existing file, not a directory"),
+    ("export-no-run", ["export", "{tmp}/no-such-run", "{tmp}/out"], "run directory not found: {tmp}/no-such-run"),
+    ("export-missing-argument", ["export", "{run}"], "required: out_dir"),
+    ("export-into-a-run", ["export", "{run}", "{run}"], "out_dir {run} is not empty (it holds checkpoint.json and"),
     # a misspelt RoPE scaling key, wherever a scaling is written (issue 9)
-    ("train-scaling-misspelt-key", TRAIN + ["model.position.scaling={type: yarn, factr: 4}"], "factr"),
+    ("train-scaling-misspelt-key", TRAIN + ["model.position.scaling={type: yarn, factr: 4}"],
+     "unknown config key 'model.position.scaling.factr'"),
     ("train-scaling-foreign-key", TRAIN + ["model.position.scaling={type: linear, factor: 2, beta_fast: 8}"],
-     "'beta_fast'"),
-    ("generate-rope-scaling-misspelt-key", GEN + ["--rope-scaling", "{type: yarn, factr: 4}"], "factr"),
-    ("generate-rope-scaling-rope-type", GEN + ["--rope-scaling", "{rope_type: yarn, factr: 4}"], "factr"),
-    ("eval-scaling-misspelt-key", EVAL + ["--scaling", "{type: yarn, factr: 4}"], "factr"),
-    ("generate-max-context", GEN + ["--max-context", "1"], "--max-context"),
+     "RoPE scaling 'linear' takes no key 'beta_fast'"),
+    ("generate-rope-scaling-misspelt-key", GEN + ["--rope-scaling", "{type: yarn, factr: 4}"],
+     "unknown config key '--rope-scaling.factr'"),
+    ("generate-rope-scaling-rope-type", GEN + ["--rope-scaling", "{rope_type: yarn, factr: 4}"],
+     "unknown config key '--rope-scaling.factr'"),
+    ("eval-scaling-misspelt-key", EVAL + ["--scaling", "{type: yarn, factr: 4}"],
+     "--scaling takes method names; unknown: '{type: yarn', 'factr: 4}'"),
+    ("generate-max-context", GEN + ["--max-context", "1"], "--max-context must be >= 2"),
     # python -m eval.extrapolation, eval.probe, eval.summary, eval.bench, eval.plots
-    ("eval-no-run", ["eval.extrapolation", "{tmp}/no-such-run"], "run directory not found"),
-    ("eval-not-a-run", ["eval.extrapolation", "{tmp}"], "no checkpoint"),
-    ("eval-lengths", EVAL + ["--lengths", "64,abc"], "--lengths"),
-    ("eval-lengths-zero", EVAL + ["--lengths", "0"], "--lengths"),
-    ("eval-scaling-name", EVAL + ["--scaling", "rotary"], "'rotary'"),
-    ("eval-fixed-factors", EVAL + ["--fixed-factors", "0.5"], "--fixed-factors"),
-    ("eval-stride", EVAL + ["--stride", "0"], "--stride"),
-    ("eval-batch-size", EVAL + ["--batch-size", "0"], "--batch-size"),
-    ("eval-decode-chunk", EVAL + ["--decode-chunk", "0"], "--decode-chunk"),
-    ("eval-max-tokens", EVAL + ["--lengths", "64", "--max-tokens", "32"], "--max-tokens"),
-    ("eval-out-file", EVAL + ["--out", "{file}"], "--out"),
-    ("eval-device", EVAL + ["--device", "cuda:99"], "--device"),
-    ("eval-split", EVAL + ["--split", "dev"], "--split"),
-    ("probe-no-run", ["eval.probe", "{tmp}/no-such-run"], "run directory not found"),
-    ("probe-multiples", ["eval.probe", "{run}", "--multiples", "x"], "--multiples"),
-    ("probe-span", ["eval.probe", "{run}", "--span", "1"], "--span"),
-    ("probe-samples", ["eval.probe", "{run}", "--samples", "0"], "--samples"),
-    ("probe-out-file", ["eval.probe", "{run}", "--out", "{file}"], "--out"),
-    ("tasks-no-run", ["eval.tasks", "{tmp}/no-such-run"], "run directory not found"),
+    ("eval-no-run", ["eval.extrapolation", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
+    ("eval-not-a-run", ["eval.extrapolation", "{tmp}"], "no checkpoint in {tmp} (missing checkpoint.json)"),
+    ("eval-lengths", EVAL + ["--lengths", "64,abc"], "--lengths must be comma-separated integers"),
+    ("eval-lengths-zero", EVAL + ["--lengths", "0"], "--lengths must be positive integers"),
+    ("eval-scaling-name", EVAL + ["--scaling", "rotary"], "unknown: 'rotary'"),
+    ("eval-fixed-factors", EVAL + ["--fixed-factors", "0.5"], "--fixed-factors must be numbers above 1"),
+    ("eval-stride", EVAL + ["--stride", "0"], "--stride must be >= 1"),
+    ("eval-batch-size", EVAL + ["--batch-size", "0"], "--batch-size must be >= 1"),
+    ("eval-decode-chunk", EVAL + ["--decode-chunk", "0"], "--decode-chunk must be >= 1"),
+    ("eval-max-tokens", EVAL + ["--lengths", "64", "--max-tokens", "32"],
+     "--max-tokens (32) must be at least the longest length (64)"),
+    ("eval-out-file", EVAL + ["--out", "{file}"], "--out {file} is a file, not a folder"),
+    ("eval-device", EVAL + ["--device", "cuda:99"], "--device: 'cuda:99' is not available here"),
+    ("eval-split", EVAL + ["--split", "dev"], "--split: invalid choice: 'dev'"),
+    ("probe-no-run", ["eval.probe", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
+    ("probe-multiples", ["eval.probe", "{run}", "--multiples", "x"], "--multiples must be comma-separated numbers"),
+    ("probe-span", ["eval.probe", "{run}", "--span", "1"], "--span must be >= 2"),
+    ("probe-samples", ["eval.probe", "{run}", "--samples", "0"], "--samples must be >= 2"),
+    ("probe-out-file", ["eval.probe", "{run}", "--out", "{file}"], "--out {file} is a file, not a folder"),
+    ("tasks-no-run", ["eval.tasks", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
     ("tasks-text-run", ["eval.tasks", "{run}"], "not tasks: evaluate it with python -m eval.extrapolation"),
-    ("tasks-multiples", ["eval.tasks", "{run}", "--multiples", "x"], "--multiples"),
-    ("tasks-lengths", ["eval.tasks", "{run}", "--lengths", "0"], "--lengths"),
-    ("tasks-samples", ["eval.tasks", "{run}", "--samples", "0"], "--samples"),
-    ("tasks-scaling-name", ["eval.tasks", "{run}", "--scaling", "rotary"], "'rotary'"),
-    ("tasks-out-file", ["eval.tasks", "{run}", "--out", "{file}"], "--out"),
+    ("tasks-multiples", ["eval.tasks", "{run}", "--multiples", "x"], "--multiples must be comma-separated numbers"),
+    ("tasks-lengths", ["eval.tasks", "{run}", "--lengths", "0"], "--lengths must be positive integers"),
+    ("tasks-samples", ["eval.tasks", "{run}", "--samples", "0"], "--samples must be >= 1"),
+    ("tasks-scaling-name", ["eval.tasks", "{run}", "--scaling", "rotary"], "unknown: 'rotary'"),
+    ("tasks-out-file", ["eval.tasks", "{run}", "--out", "{file}"], "--out {file} is a file, not a folder"),
     ("train-task-name", TRAIN + ["data.source=tasks:recal"], "unknown task 'recal'"),
-    ("train-task-vocab", TRAIN + ["data.source=tasks", "data.vocab_size=100"], "at least 146"),
-    ("summary-no-run", ["eval.summary", "{tmp}/no-such-run"], "run directory not found"),
-    ("bench-config-missing", ["eval.bench", "--config", "{tmp}/nope.yaml"], "nope.yaml"),
-    ("bench-encoding", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--positions", "rotary"], "'rotary'"),
-    ("bench-device", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "run.device=cuda:99"], "run.device"),
-    ("plots-no-results", ["eval.plots", "{tmp}/results.json"], "results.json"),
+    ("train-task-vocab", TRAIN + ["data.source=tasks", "data.vocab_size=100"], "data.vocab_size must be at least 146"),
+    ("summary-no-run", ["eval.summary", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
+    ("bench-config-missing", ["eval.bench", "--config", "{tmp}/nope.yaml"], "config file not found: {tmp}/nope.yaml"),
+    ("bench-encoding", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--positions", "rotary"],
+     "--positions: unknown encoding 'rotary'"),
+    ("bench-device", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "run.device=cuda:99"],
+     "run.device: 'cuda:99' is not available here"),
+    ("plots-no-results", ["eval.plots", "{tmp}/results.json"], "{tmp}/results.json not found"),
 ]
 # Also run as subprocesses: one or two per command.
 SUBPROCESS = ["train-optional-int-type", "run-device-missing", "resume-model-change", "generate-rope-scaling-scalar",
@@ -250,51 +277,113 @@ def test_the_table_is_big_and_ids_are_unique():
     assert set(SUBPROCESS) <= {case[0] for case in CASES}
 
 
-# Every file a run directory holds, missing, corrupt or non-finite, in every command that reads it:
-# one line that names the file, exit 2.
-def damage(run, file, how):
-    path = run / file if "*" not in file else next(run.glob(file))
+# Every file a run directory holds, missing, corrupt or non-finite, in every command that reads it: one
+# line naming the file and what is wrong with it, exit 2. eval.tasks reads a task run (no tokenizer.model).
+TEXT_READERS = ["generate.py", "eval.extrapolation", "eval.probe", "export"]
+RUN_FILES = [  # (file, damages, commands that read it)
+    ("config.yaml", ["missing", "corrupt", "not-a-mapping"], [*TEXT_READERS, "eval.tasks", "eval.summary", "resume"]),
+    ("checkpoint.json", ["missing", "corrupt"], [*TEXT_READERS, "eval.tasks"]),
+    ("checkpoint.json", ["corrupt"], ["resume"]),  # a run without one has no checkpoint yet: resume starts it afresh
+    ("model_*.safetensors", ["missing", "truncated", "nan", "inf"], [*TEXT_READERS, "eval.tasks", "resume"]),
+    ("state_*.pt", ["missing", "corrupt", "truncated", "nan"], ["resume"]),
+    ("tokenizer.model", ["missing", "corrupt"], ["generate.py", "eval.probe", "export"]),  # eval.extrapolation reads shards
+    ("metrics.jsonl", ["missing", "corrupt", "torn-line"], ["eval.summary", "eval.tasks"]),
+    ("metrics.jsonl", ["corrupt", "torn-line"], ["resume"]),  # missing: resume starts a new log
+]
+BROKEN = [(file, how, command) for file, damages, commands in RUN_FILES for how in damages for command in commands]
+
+
+@pytest.fixture(scope="module")
+def task_run(tmp_path_factory):
+    """A task-track run (it has no tokenizer.model), trained two steps."""
+    runs = tmp_path_factory.mktemp("task-runs")
+    train.main(["--config", str(ROOT / "configs/tasks.yaml"), f"run.out_dir={runs}", "run.name=tasks",
+                "data.source=tasks:recall1", "model.max_seq_len=64", "model.d_model=32", "train.max_steps=2",
+                "train.batch_size=2", "train.warmup_steps=1", "train.log_every=1", "train.eval_every=2",
+                "train.ckpt_every=2", "train.eval_tokens=64", "run.device=cpu"])
+    return runs / "tasks"
+
+
+def damage(path: Path, how: str) -> None:
     if how == "missing":
         path.unlink()
-    elif how == "corrupt":
+    elif how == "corrupt":  # neither UTF-8 text nor YAML, JSON, safetensors, sentencepiece or torch
         path.write_bytes(b"\xff\xfe not what it should be {[")
     elif how == "truncated":
         path.write_bytes(path.read_bytes()[:200])
-    elif how == "nan":
-        from safetensors.torch import load_file, save_file
+    elif how == "not-a-mapping":
+        path.write_text("- run\n- model\n")
+    elif how == "torn-line":  # a line cut short, then more rows
+        first, *rest = path.read_text().splitlines()
+        path.write_text("\n".join([first, first[:10], *rest]) + "\n")
+    elif path.suffix == ".safetensors":  # one weight, deep inside the model
         weights = load_file(path)
-        next(iter(weights.values())).view(-1)[0] = float("nan")
+        weights["blocks.1.mlp.up_proj.weight"][3, 5] = float(how)
         save_file(weights, path)
-    return path.name
+    else:  # an Adam moment of the optimizer state
+        state = torch.load(path, weights_only=True)
+        next(iter(state["optimizer"]["state"].values()))["exp_avg_sq"].view(-1)[7] = float(how)
+        torch.save(state, path)
 
 
-READERS = {  # what reads each file
-    "config.yaml": ["generate.py", "eval.extrapolation", "eval.probe", "eval.summary", "export", "eval.tasks", "resume"],
-    "checkpoint.json": ["generate.py", "eval.extrapolation", "eval.probe", "export"],  # resume: starts afresh
-    "model_*.safetensors": ["generate.py", "eval.extrapolation", "eval.probe", "export", "resume"],
-    "state_*.pt": ["resume"],
-    "tokenizer.model": ["generate.py", "eval.probe", "export"],  # eval.extrapolation reads the cached shards
-    "metrics.jsonl": ["eval.summary"],
-}
-DAMAGES = {"model_*.safetensors": ["missing", "truncated", "nan"]}
-BROKEN = [(file, how, command) for file, commands in READERS.items()
-          for how in DAMAGES.get(file, ["missing", "corrupt"]) for command in commands]
+def broken_run(file, how, command, trained, task_run, tmp_path) -> tuple[list[str], str, tuple[str, ...]]:
+    """(argv of `command` on a copy of the run with `file` damaged, the file's name, the words of which
+    the error line must hold one)."""
+    source = task_run if command == "eval.tasks" else trained / "gen"
+    run = tmp_path / "runs" / source.name
+    shutil.copytree(source, run)
+    path = next(run.glob(file))
+    damage(path, how)
+    out = str(tmp_path / "out")
+    argv = {"generate.py": [str(run), "--max-new-tokens", "3"],
+            "eval.extrapolation": [str(run), "--lengths", "64", "--max-tokens", "256", "--out", out],
+            "eval.probe": [str(run), "--multiples", "1", "--samples", "2", "--out", out],
+            "eval.tasks": [str(run), "--multiples", "1", "--samples", "1", "--scaling", "none", "--out", out],
+            "eval.summary": [str(run)],
+            "export": [str(run), str(tmp_path / "hf")],
+            "resume": [*fill(TRAIN, trained, tmp_path)[1:], f"run.out_dir={run.parent}", "run.name=gen",
+                       "train.max_steps=12", "--resume"]}[command]
+    reasons = {"missing": ("missing", "not found", f"no {path.name}"),
+               "nan": ("holds non-finite",), "inf": ("holds non-finite",)}.get(how, ("corrupt",))
+    return argv, path.name, reasons
+
+
+def check_names_file(code, out, err, name, reasons):
+    check(code, out, err, name)
+    assert any(reason in err for reason in reasons), err
 
 
 @pytest.mark.parametrize("file, how, command", BROKEN, ids=[f"{c}-{f}-{h}" for f, h, c in BROKEN])
-def test_a_broken_run_file_is_one_line_naming_it(file, how, command, trained, tmp_path, capsys):
-    import shutil
-    run = tmp_path / "runs" / "gen"
-    shutil.copytree(trained / "gen", run)
-    name = damage(run, file, how)
-    argv = {"generate.py": [str(run), "--max-new-tokens", "3"],
-            "eval.extrapolation": [str(run), "--lengths", "64", "--max-tokens", "256", "--out", str(tmp_path / "out")],
-            "eval.probe": [str(run), "--multiples", "1", "--samples", "2", "--out", str(tmp_path / "out")],
-            "eval.summary": [str(run)], "export": [str(run), str(tmp_path / "hf")],
-            "eval.tasks": [str(run), "--out", str(tmp_path / "out")],
-            "resume": fill(TRAIN, trained, tmp_path)[1:] + [f"run.out_dir={run.parent}", "run.name=gen",
-                                                          "train.max_steps=12", "--resume"]}[command]
+def test_a_broken_run_file_is_one_line_naming_it(file, how, command, trained, task_run, tmp_path, capsys):
+    argv, name, reasons = broken_run(file, how, command, trained, task_run, tmp_path)
     with pytest.raises(SystemExit) as exit_:
         MAINS["train.py" if command == "resume" else command](argv)
     out, err = capsys.readouterr()
-    check(exit_.value.code, out, err, name if "*" not in file else name)
+    check_names_file(exit_.value.code, out, err, name, reasons)
+    if command == "export":
+        assert not (tmp_path / "hf").exists()
+
+
+def test_an_export_into_the_run_directory_writes_nothing_there(trained, capsys):
+    run = trained / "gen"
+    before = {p.name: p.stat().st_mtime_ns for p in run.iterdir()}
+    with pytest.raises(SystemExit) as exit_:
+        export.llama.main([str(run), str(run)])
+    check(exit_.value.code, *capsys.readouterr(), f"out_dir {run} is not empty")
+    assert {p.name: p.stat().st_mtime_ns for p in run.iterdir()} == before
+
+
+@pytest.mark.parametrize("file, how", [("model_*.safetensors", "nan"), ("tokenizer.model", "corrupt")])
+def test_a_broken_run_file_from_the_command_line(file, how, trained, tmp_path):
+    argv, name, reasons = broken_run(file, how, "generate.py", trained, None, tmp_path)
+    result = subprocess.run([sys.executable, "generate.py", *argv], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120)
+    check_names_file(result.returncode, result.stdout, result.stderr, name, reasons)
+
+
+def test_every_run_file_is_damaged_in_every_command_that_reads_it():
+    commands = {"generate.py", "eval.extrapolation", "eval.probe", "eval.tasks", "eval.summary", "export", "resume"}
+    assert {c for _, _, c in BROKEN} == commands
+    assert {f for f, _, _ in BROKEN} == {"config.yaml", "checkpoint.json", "model_*.safetensors", "state_*.pt",
+                                        "tokenizer.model", "metrics.jsonl"}
+    assert {"nan", "inf"} <= {h for f, h, _ in BROKEN if f == "model_*.safetensors"}

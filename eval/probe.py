@@ -76,15 +76,18 @@ def losses(model, sequences: torch.Tensor, device) -> torch.Tensor:
                       for x, logits in forward_in_batches(model, sequences, device)])
 
 
-def key_ranks(model, sequences: torch.Tensor, keys: list[int], candidates: list[int], device) -> list[int]:
+def key_ranks(model, sequences: torch.Tensor, keys: list[int], candidates: list[int], device) -> list[float]:
     """The rank (1 = first) of the true key among the candidate key tokens in the model's prediction of the
-    last token of each sequence: partial retrieval shows as a rank below the chance mean."""
+    last token of each sequence: partial retrieval shows as a rank below the chance mean. Ties share
+    their mean rank, so a model that scores every candidate alike is at chance, (candidates + 1) / 2,
+    and only a key scored strictly above the others is rank 1."""
     ranks = []
     for x, logits in forward_in_batches(model, sequences, device):
         scores = logits[:, -1, candidates].float().cpu()  # (B, candidates)
         for row in scores:
             k = keys[len(ranks)]
-            ranks.append(1 + int((row > row[k]).sum()))
+            above, tied = int((row > row[k]).sum()), int((row == row[k]).sum()) - 1
+            ranks.append(1 + above + tied / 2)
     return ranks
 
 

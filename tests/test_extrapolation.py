@@ -376,6 +376,21 @@ def test_copy_probe_detects_a_model_that_copies_and_not_one_that_does_not(runs, 
     assert all(g == 0 for g in gains["Ignoring"].values())
 
 
+def test_a_model_blind_to_its_context_gets_the_hand_computed_values(runs, monkeypatch):
+    """Zero logits: every token costs ln 512 nats with or without the first copy, and every candidate key
+    ties, so the true key's mean rank is (candidates + 1) / 2 and it is never ranked first."""
+    run = extrapolation.read_run(runs / "runs" / "rope", "rope")
+    monkeypatch.setattr(probe, "load_model", lambda *a, **k: Ignoring(512))
+    rows = probe.probe_run(run, ["none"], [1, 4], span=8, n_copy=4, n_passkey=2, seed=0, device=torch.device("cpu"))
+    measured = [r for r in rows if r["value"] is not None]  # a passkey too long for a length is a note
+    copy, passkey = [r for r in measured if r["probe"] == "copy"], [r for r in measured if r["probe"] == "passkey"]
+    assert copy and passkey
+    for r in copy:
+        assert r["value"] == pytest.approx(math.log(512), abs=1e-4) and r["gain"] == 0
+    for r in passkey:
+        assert r["value"] == 0 and r["rank"] == (r["candidates"] + 1) / 2
+
+
 def test_passkey_keys_are_single_token_words_and_ranked(runs):
     run = extrapolation.read_run(runs / "runs" / "alibi", "alibi")
     tokenizer = probe.Tokenizer(run.path / "tokenizer.model")

@@ -31,6 +31,7 @@ from config import (
     write_error,
 )
 from model.gpt import GPT
+from model.positions import check as check_positions
 
 POINTER = "checkpoint.json"
 FROM_RUN = "from-run"  # load_model's default: the scaling the run was trained with
@@ -288,9 +289,11 @@ def model_config(run_dir: Path, scaling: ScalingConfig | dict | None | str = FRO
     section = read_run_config(run_dir)["model"]
     try:
         cfg = from_dict(ModelConfig, section, "model")
+        cfg.validate()
+        check_positions(cfg)
     except UserError as e:
         raise UserError(f"{run_dir}/config.yaml: {e}") from None
-    if scaling != FROM_RUN:
+    if scaling != FROM_RUN:  # the caller's scaling, checked where it parsed it
         cfg.position.scaling = parse_scaling(scaling)
     return cfg
 

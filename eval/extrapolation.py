@@ -67,7 +67,7 @@ from device import autocast, keep_freed_host_memory, pick_device
 from eval.memory import PeakMemory
 from eval.results import curve_label, format_ppl, markdown
 from model.attention import KVCache
-from model.rope import SCALINGS, check_scaling, is_dynamic
+from model.rope import SCALINGS, is_dynamic
 
 DEFAULT_LENGTHS = "256,512,1024,2048,4096"
 DEFAULT_MAX_TOKENS = 32768
@@ -113,7 +113,6 @@ def read_run(path: Path, name: str, tasks: bool = False) -> Run:
             "not tasks: evaluate it with python -m eval.extrapolation or eval.probe" if tasks
             else "not text: evaluate it with python -m eval.tasks"))
     scaling = model.position.scaling
-    check_scaling(scaling, f"{path}/config.yaml: model.position.scaling")
     L = model.max_seq_len
     if scaling:
         L = scaling.original_max_position_embeddings or L

@@ -221,9 +221,9 @@ def with_original_length(cfg: ModelConfig):
 
 
 def check(cfg: ModelConfig) -> None:
-    """The position section against the registries: a known encoding, and for rope an even head
-    dimension and a valid scaling. A UserError naming the key otherwise."""
-    cfg.validate()
+    """The position section against the registries, once, where a model config is parsed (train.resolve,
+    checkpoint.model_config): a known encoding, and for rope an even head dimension and a valid scaling.
+    A UserError naming the key otherwise. The shapes and ranges are ModelConfig.validate's."""
     if cfg.position.type not in ENCODINGS:
         raise UserError(f"model.position.type: unknown encoding {cfg.position.type!r}; "
                         f"choose one of {', '.join(sorted(ENCODINGS))}")
@@ -234,5 +234,5 @@ def check(cfg: ModelConfig) -> None:
 
 
 def build_position(cfg: ModelConfig) -> PositionalEncoding:
-    check(cfg)
+    """The encoding of a parsed (checked) model config."""
     return ENCODINGS[cfg.position.type](cfg)

@@ -166,13 +166,15 @@ def test_learned_positions_stop_at_the_table():
 
 
 def test_config_errors_name_the_problem():
-    # Shapes are checked by the config layer; the registry names where the registry lives (model/).
+    # Shapes are checked by the config layer; the registry names where the registry lives (model/), once,
+    # where a config is parsed (train.resolve, checkpoint.model_config): GPT trusts a parsed config.
+    from model.positions import check
     with pytest.raises(UserError, match="model.n_heads .4. must be a multiple of model.n_kv_heads .3."):
         ModelConfig(vocab_size=10, n_kv_heads=3).validate()
     with pytest.raises(UserError, match="unknown encoding 'rotary'.*alibi, learned, nope, rope, sinusoidal"):
-        GPT(ModelConfig(vocab_size=10, position=PositionConfig(type="rotary")))
+        check(ModelConfig(vocab_size=10, position=PositionConfig(type="rotary")))
     with pytest.raises(UserError, match="even head dimension"):
-        GPT(ModelConfig(vocab_size=10, d_model=60, n_heads=4, n_kv_heads=2))
+        check(ModelConfig(vocab_size=10, d_model=60, n_heads=4, n_kv_heads=2))
 
 
 def test_gradients_reach_every_parameter():

@@ -31,6 +31,7 @@ import yaml
 from tqdm import tqdm
 
 from checkpoint import (
+    POINTER,
     atomic_write_text,
     drop_best_after,
     load_state,
@@ -58,22 +59,37 @@ from model.gpt import GPT, make_optimizer
 from model.positions import check as check_model
 
 
-def resolve(cfg: Config) -> Config:
-    """The config checked as a whole; a fine-tune's scaling takes its original length from the base run."""
+def resolve(cfg: Config, resume: bool = False) -> Config:
+    """The config checked as a whole, with what training derives from it filled in, so that config.yaml
+    records the run as it trains: a fine-tune's original length (from the base run), the accumulation
+    rounded to the process count, and the decay length (kept from the run when resuming)."""
     cfg.resolve()
     check_model(cfg.model)  # names a bad encoding or scaling key before asking for the original length
-    scaling = cfg.model.position.scaling
+    scaling, t = cfg.model.position.scaling, cfg.train
     if scaling is not None and scaling.original_max_position_embeddings is None:
-        if cfg.train.init_from is None:
+        if t.init_from is None:
             raise UserError("model.position.scaling needs original_max_position_embeddings "
                             "(or train.init_from, to take it from the base run)")
         try:
-            base = read_run_config(cfg.train.init_from)["model"]["max_seq_len"]
+            base = read_run_config(t.init_from)["model"]["max_seq_len"]
         except UserError as e:
             raise UserError(f"train.init_from: {e}") from None
         except (TypeError, KeyError):
             raise UserError("train.init_from: its config.yaml has no model.max_seq_len") from None
         cfg.model.position.scaling = dataclasses.replace(scaling, original_max_position_embeddings=base)
+    world = int(os.environ.get("WORLD_SIZE", "1"))  # torchrun's; every process runs grad_accum / world micro-steps
+    if t.grad_accum % world:
+        adjusted = -(-t.grad_accum // world) * world
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(f"note: train.grad_accum {t.grad_accum} does not divide over {world} processes; using {adjusted} "
+                  f"(a global batch of {adjusted * t.batch_size} sequences instead of {t.grad_accum * t.batch_size})")
+        t.grad_accum = adjusted
+    if t.decay_steps is None:  # the schedule is fixed when a run starts: extending it continues the decay
+        run_dir = Path(cfg.run.out_dir) / cfg.run.name
+        saved = {}
+        if resume and (run_dir / POINTER).exists():
+            saved = read_run_config(run_dir).get("train") or {}
+        t.decay_steps = saved.get("decay_steps") or saved.get("max_steps") or t.max_steps
     return cfg
 
 
@@ -106,7 +122,7 @@ def lr_at(step: int, t: TrainConfig) -> float:
     """Linear warmup, then cosine decay to min_lr over decay_steps, then min_lr."""
     if step < t.warmup_steps:
         return t.lr * (step + 1) / t.warmup_steps
-    decay = t.decay_steps or t.max_steps  # train() fills decay_steps; here for a bare TrainConfig
+    decay = t.decay_steps or t.max_steps  # resolve() fills decay_steps; here for a bare TrainConfig
     progress = min(1.0, (step - t.warmup_steps) / max(1, decay - t.warmup_steps))
     return t.min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (t.lr - t.min_lr)
 
@@ -184,7 +200,7 @@ def all_finite(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> bool
 
 @dataclass
 class Session:
-    """What a run holds while it trains (built by `setup`)."""
+    """What `setup` builds for a run: its processes, directory, data, model and optimizer."""
     cfg: Config
     run_dir: Path
     device: torch.device
@@ -196,14 +212,8 @@ class Session:
     optimizer: torch.optim.Optimizer
     train_data: TokenData | TaskData
     val_batches: list  # fixed (task or None, x, y) validation batches
-    start: int  # the step training starts from (that of the resumed checkpoint, or 0)
-    last_good: int | None  # the step of the checkpoint on disk
     metrics: object = None  # metrics.jsonl, open for appending (rank 0)
     wandb_run: object = None
-    loss_sum: torch.Tensor | None = None  # training loss summed since the last log line
-    loss_count: int = 0
-    clock: float = 0.0
-    val_loss: float | None = None  # of the latest evaluation
 
     @property
     def main(self) -> bool:
@@ -214,27 +224,38 @@ class Session:
             print(*args)
 
 
+@dataclass
+class Progress:
+    """The loop's counters: where it started, the checkpoint on disk, the loss since the last report."""
+    start: int  # the step training starts from (that of the resumed checkpoint, or 0)
+    last_good: int | None  # the step of the checkpoint on disk
+    loss_sum: torch.Tensor  # training loss summed since the last report, on the device (no sync per step)
+    loss_count: int = 0
+    clock: float = dataclasses.field(default_factory=time.perf_counter)
+    val_loss: float | None = None  # of the latest evaluation
+
+
 def train(cfg: Config, resume: bool = False) -> Path:
     """Train until train.max_steps; SIGINT / SIGTERM checkpoint and exit. Returns the run directory."""
-    s, t = setup(cfg, resume), cfg.train
+    s, p, t = *setup(cfg, resume), cfg.train
     plain = not sys.stderr.isatty()  # a log file (SLURM, nohup): a line per report instead of a redrawn bar
-    bar = tqdm(total=t.max_steps, initial=s.start, disable=not s.main or plain, dynamic_ncols=True, unit="step")
+    bar = tqdm(total=t.max_steps, initial=p.start, disable=not s.main or plain, dynamic_ncols=True, unit="step")
     with bar, Stopper() as stopper:  # the bar closes before any error line
-        for step in range(s.start + 1, t.max_steps + 1):
-            lr = train_step(s, step - 1)
+        for step in range(p.start + 1, t.max_steps + 1):
+            lr = train_step(s, p, step - 1)
             bar.update(1)
             is_eval = step % t.eval_every == 0 or step == t.max_steps
             is_ckpt = step % t.ckpt_every == 0 or step == t.max_steps or stopper.signal is not None
             if step % t.log_every == 0 or is_eval or is_ckpt:
-                fields = report(s, step, lr, is_eval, bar.write)
+                fields = report(s, p, step, lr, is_eval, bar.write)
                 if plain:
                     s.log(f"step {step}/{t.max_steps} | " + " | ".join(f"{k} {v}" for k, v in fields.items()))
                 else:
                     bar.set_postfix(fields)
             if is_ckpt:
-                save(s, step)
-            if is_eval and s.main and s.last_good is not None and math.isfinite(s.val_loss):
-                save_best(s.run_dir, s.model, step, s.val_loss)
+                save(s, p, step)
+            if is_eval and s.main and p.last_good is not None and math.isfinite(p.val_loss):
+                save_best(s.run_dir, s.model, step, p.val_loss)
             if stopper.signal is not None:
                 s.log(f"{stopper.signal.name}: checkpoint saved at step {step} in {s.run_dir}; continue with --resume")
                 raise SystemExit(128 + stopper.signal.value)
@@ -242,33 +263,11 @@ def train(cfg: Config, resume: bool = False) -> Path:
     return s.run_dir
 
 
-def setup(cfg: Config, resume: bool) -> Session:
-    """Devices and processes, the run directory, data, model and optimizer (resumed or initialised)."""
-    t = cfg.train
+def setup(cfg: Config, resume: bool) -> tuple[Session, Progress]:
+    """Processes, the run directory, data, model and optimizer (resumed or initialised) of a resolved config."""
     ddp, rank, world, device = setup_distributed(pick_device(cfg.run.device, "run.device"))
-    if t.grad_accum % world:  # every process runs grad_accum / world micro-steps of batch_size sequences
-        adjusted = -(-t.grad_accum // world) * world
-        if rank == 0:
-            print(f"note: train.grad_accum {t.grad_accum} does not divide over {world} processes; using {adjusted} "
-                  f"(a global batch of {adjusted * t.batch_size} sequences instead of {t.grad_accum * t.batch_size})")
-        t.grad_accum = adjusted
     run_dir = Path(cfg.run.out_dir) / cfg.run.name
-    has_ckpt = (run_dir / "checkpoint.json").exists()
-    if has_ckpt and not resume:
-        raise UserError(f"{run_dir} already holds a checkpoint (step {read_pointer(run_dir)['step']}); "
-                        "pass --resume to continue it or choose another run.name")
-    if resume and not has_ckpt and rank == 0:
-        print(f"note: nothing to resume in {run_dir}; starting a new run")
-    resume = resume and has_ckpt
-    if t.decay_steps is None:  # the schedule is fixed when a run starts: extending it continues the decay
-        saved = (read_run_config(run_dir).get("train") or {}) if resume else {}
-        t.decay_steps = saved.get("decay_steps") or saved.get("max_steps") or t.max_steps
-    changes = resume_changes(run_dir, cfg) if resume else {}
-    if t.init_from and not resume:
-        try:
-            read_pointer(Path(t.init_from))
-        except UserError as e:
-            raise UserError(f"train.init_from: {e}") from None
+    resume, changes = check_run_dir(cfg, run_dir, resume, rank)
     if rank == 0:
         removed = remove_leftovers(run_dir)
         if removed:
@@ -278,9 +277,52 @@ def setup(cfg: Config, resume: bool) -> Session:
         dist.barrier()
         train_data, val_data, tokenizer = open_data(cfg.data, progress=False)  # a cache hit now
 
+    model, optimizer, start = build_model(cfg, run_dir, resume, device, rank)
+    train_model = model
+    if ddp:
+        train_model = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
+    if cfg.run.compile:  # after DDP, as PyTorch recommends, so its bucketing is compiled in
+        train_model = torch.compile(train_model)
+    val_batches = val_data.validation(cfg.model.max_seq_len, cfg.train.eval_tokens, cfg.train.batch_size)
+    s = Session(cfg, run_dir, device, ddp, rank, world, model, train_model, optimizer, train_data, val_batches)
+    p = Progress(start, last_good=start if resume else None, loss_sum=torch.zeros((), device=device))
+    if s.main:
+        open_run_dir(s, p, tokenizer, changes)
+    s.log(f"resuming {run_dir} from step {start}" if resume else
+          f"initialised from {cfg.train.init_from}" if cfg.train.init_from else f"starting {run_dir}")
+    corpus = (f"tasks {', '.join(train_data.tasks)}" if isinstance(train_data, TaskData)
+              else f"{len(train_data) / 1e6:.2f}M training tokens")
+    s.log(f"{cfg.run.name}: {cfg.model.position.type} | {model.num_params() / 1e6:.2f}M parameters | {device} | "
+          f"{tokens_per_step(cfg)} tokens/step | {corpus}")
+    p.clock = time.perf_counter()
+    return s, p
+
+
+def check_run_dir(cfg: Config, run_dir: Path, resume: bool, rank: int) -> tuple[bool, dict]:
+    """(whether there is a checkpoint to resume, the resumed run's config changes); a UserError for a run
+    directory that already holds a checkpoint without --resume, or a fine-tune's missing base run."""
+    has_ckpt = (run_dir / POINTER).exists()
+    if has_ckpt and not resume:
+        raise UserError(f"{run_dir} already holds a checkpoint (step {read_pointer(run_dir)['step']}); "
+                        "pass --resume to continue it or choose another run.name")
+    if resume and not has_ckpt and rank == 0:
+        print(f"note: nothing to resume in {run_dir}; starting a new run")
+    resume = resume and has_ckpt
+    if cfg.train.init_from and not resume:
+        try:
+            read_pointer(Path(cfg.train.init_from))
+        except UserError as e:
+            raise UserError(f"train.init_from: {e}") from None
+    return resume, resume_changes(run_dir, cfg) if resume else {}
+
+
+def build_model(cfg: Config, run_dir: Path, resume: bool, device: torch.device, rank: int):
+    """(model, optimizer, start step): resumed from the run's checkpoint, initialised from train.init_from's
+    weights, or from the seed."""
     torch.manual_seed(cfg.run.seed)
     model = GPT(cfg.model).to(device)
-    optimizer = make_optimizer(model, t, device)
+    optimizer = make_optimizer(model, cfg.train, device)
     start = 0
     if resume:
         if rank == 0:
@@ -292,44 +334,26 @@ def setup(cfg: Config, resume: bool) -> Session:
         if device.type == "cuda" and "cuda_rng" in state:
             torch.cuda.set_rng_state(state["cuda_rng"], device)
         start = state["step"]
-    elif t.init_from:
-        load_weights_into(model, Path(t.init_from), extend=True)
+    elif cfg.train.init_from:
+        load_weights_into(model, Path(cfg.train.init_from), extend=True)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
         model.use_flex_attention(True)
-    train_model = model
-    if ddp:
-        train_model = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None)
-    if cfg.run.compile:  # after DDP, as PyTorch recommends, so its bucketing is compiled in
-        train_model = torch.compile(train_model)
-    val_batches = val_data.validation(cfg.model.max_seq_len, t.eval_tokens, t.batch_size)
-    s = Session(cfg, run_dir, device, ddp, rank, world, model, train_model, optimizer, train_data, val_batches,
-                start, last_good=start if resume else None, loss_sum=torch.zeros((), device=device))
-    if s.main:
-        open_run_dir(s, tokenizer, changes)
-    s.log(f"resuming {run_dir} from step {start}" if resume else
-          f"initialised from {t.init_from}" if t.init_from else f"starting {run_dir}")
-    corpus = (f"tasks {', '.join(train_data.tasks)}" if isinstance(train_data, TaskData)
-              else f"{len(train_data) / 1e6:.2f}M training tokens")
-    s.log(f"{cfg.run.name}: {cfg.model.position.type} | {model.num_params() / 1e6:.2f}M parameters | {device} | "
-          f"{tokens_per_step(cfg)} tokens/step | {corpus}")
-    s.clock = time.perf_counter()
-    return s
+    return model, optimizer, start
 
 
-def open_run_dir(s: Session, tokenizer: Path | None, changes: dict) -> None:
+def open_run_dir(s: Session, p: Progress, tokenizer: Path | None, changes: dict) -> None:
     """config.yaml, the tokenizer (a text run), metrics.jsonl (cut back to the resumed step), the config
     history, wandb."""
     s.run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(s.run_dir / "config.yaml", yaml.safe_dump(to_dict(s.cfg), sort_keys=False))
     if tokenizer is not None:
         shutil.copyfile(tokenizer, s.run_dir / "tokenizer.model")
-    s.metrics = open_metrics(s.run_dir, s.last_good)
+    s.metrics = open_metrics(s.run_dir, p.last_good)
     if changes:  # config.yaml now holds the new values; this keeps the history
         with open(s.run_dir / "config_changes.jsonl", "a") as f:
-            f.write(json.dumps({"resumed_at_step": s.start, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            f.write(json.dumps({"resumed_at_step": p.start, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
                                 "changes": changes}) + "\n")
         print(f"note: resuming with {', '.join(f'{k}: {a!r} -> {b!r}' for k, (a, b) in changes.items())} "
               f"(recorded in config_changes.jsonl)")
@@ -340,7 +364,7 @@ def tokens_per_step(cfg: Config) -> int:
     return cfg.train.batch_size * cfg.train.grad_accum * cfg.model.max_seq_len
 
 
-def train_step(s: Session, step: int) -> float:
+def train_step(s: Session, p: Progress, step: int) -> float:
     """One optimizer step (gradient accumulation over this process's micro-steps); returns its lr."""
     t = s.cfg.train
     lr = lr_at(step, t)
@@ -358,28 +382,28 @@ def train_step(s: Session, step: int) -> float:
         with sync, autocast(s.device):
             _, loss = s.train_model(x, y)
         (loss / micro_steps).backward()
-        s.loss_sum += loss.detach() / micro_steps
+        p.loss_sum += loss.detach() / micro_steps
     if t.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(s.model.parameters(), t.grad_clip)
     s.optimizer.step()
     s.optimizer.zero_grad(set_to_none=True)
-    s.loss_count += 1
+    p.loss_count += 1
     return lr
 
 
-def report(s: Session, step: int, lr: float, is_eval: bool, write=print) -> dict:
+def report(s: Session, p: Progress, step: int, lr: float, is_eval: bool, write=print) -> dict:
     """Log the mean training loss since the last report (and the validation loss on an eval step) to
     metrics.jsonl and wandb; stop with RunFailed on a non-finite loss. Returns the progress-bar fields."""
     if s.ddp:
-        dist.all_reduce(s.loss_sum, op=dist.ReduceOp.AVG)
-    loss = s.loss_sum.item() / s.loss_count
+        dist.all_reduce(p.loss_sum, op=dist.ReduceOp.AVG)
+    loss = p.loss_sum.item() / p.loss_count
     if not math.isfinite(loss):
-        raise RunFailed(diverged(f"loss is {loss}", step, s.last_good, s.run_dir))
+        raise RunFailed(diverged(f"loss is {loss}", step, p.last_good, s.run_dir))
     row = {"step": step, "loss": round(loss, 5), "lr": lr,
-           "tokens_per_s": round(s.loss_count * tokens_per_step(s.cfg) / (time.perf_counter() - s.clock), 1)}
+           "tokens_per_s": round(p.loss_count * tokens_per_step(s.cfg) / (time.perf_counter() - p.clock), 1)}
     if is_eval:
         metrics = evaluate(s.model, s.val_batches, s.device)
-        val = s.val_loss = metrics.pop("val_loss")
+        val = p.val_loss = metrics.pop("val_loss")
         row.update(val_loss=round(val, 5), val_ppl=round(math.exp(val), 3), **{k: round(v, 4) for k, v in metrics.items()})
         write(f"step {step}: train loss {loss:.4f} | val loss {val:.4f} | val ppl {math.exp(val):.2f}"
               + "".join(f" | {k.removeprefix('val_')} {v:.2f}" for k, v in metrics.items()))
@@ -388,21 +412,21 @@ def report(s: Session, step: int, lr: float, is_eval: bool, write=print) -> dict
         s.metrics.flush()
         if s.wandb_run is not None:
             s.wandb_run.log(row, step=step)
-    s.loss_sum.zero_()
-    s.loss_count, s.clock = 0, time.perf_counter()
+    p.loss_sum.zero_()
+    p.loss_count, p.clock = 0, time.perf_counter()
     return {"loss": f"{loss:.3f}", "lr": f"{lr:.1e}", "tok_s": f"{row['tokens_per_s']:.0f}"}
 
 
-def save(s: Session, step: int) -> None:
+def save(s: Session, p: Progress, step: int) -> None:
     """Checkpoint the step, only from finite weights and optimizer state (the loss was checked by report)."""
     if not all_finite(s.model, s.optimizer):
-        raise RunFailed(diverged("the weights are not finite", step, s.last_good, s.run_dir))
+        raise RunFailed(diverged("the weights are not finite", step, p.last_good, s.run_dir))
     if s.main:
         state = {"step": step, "optimizer": s.optimizer.state_dict(), "rng": torch.get_rng_state()}
         if s.device.type == "cuda":
             state["cuda_rng"] = torch.cuda.get_rng_state(s.device)
         save_checkpoint(s.run_dir, s.model, state, step, keep=s.cfg.train.keep_checkpoints)
-    s.last_good = step
+    p.last_good = step
 
 
 def finish(s: Session) -> None:
@@ -457,10 +481,11 @@ def main(argv=None):
                                                      "(see --print-config for every key)")
     args = parser.parse_intermixed_args(argv)  # overrides may stand before or after --resume
     if args.print_config:
-        cfg = run_cli(lambda: resolve(load_config(Config, args.config, args.overrides)))
+        cfg = run_cli(lambda: resolve(load_config(Config, args.config, args.overrides), args.resume))
         print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
         return
-    run_dir = run_cli(lambda: train(resolve(load_config(Config, args.config, args.overrides)), resume=args.resume))
+    run_dir = run_cli(lambda: train(resolve(load_config(Config, args.config, args.overrides), args.resume),
+                                     resume=args.resume))
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"done: {run_dir}")
 

@@ -352,6 +352,8 @@ def test_extending_a_finished_run_continues_its_schedule_and_its_wandb_run(tiny_
     args = tiny_args + ["run.name=ext", "run.wandb=true", "train.log_every=1"]
     train.main(args)
     run_id = (tmp_path / "ext" / "wandb_id").read_text().strip()
+    printed = cli("train.py", *args, "train.max_steps=30", "--resume", "--print-config", timeout=60)
+    assert yaml.safe_load(printed.stdout)["train"]["decay_steps"] == 20  # the resumed run's, shown before training
     train.main(args + ["train.max_steps=30", "--resume"])
     lr = logged_losses(tmp_path / "ext", "lr")
     assert max(lr[s] for s in range(21, 31)) <= lr[20]  # no re-warming: the decay length was fixed at the start
@@ -413,6 +415,7 @@ def test_print_config_shows_every_key(tiny_args):
     printed = yaml.safe_load(result.stdout)
     assert printed["model"]["position"]["theta"] == 10000.0 and printed["train"]["max_steps"] == 20
     assert set(printed["train"]) >= {"keep_checkpoints", "decay_steps", "init_from", "beta2"}
+    assert printed["train"]["decay_steps"] == 20  # derived while resolving: the config records the run as it trains
 
 
 def test_logs_are_plain_lines_when_not_a_terminal(tiny_args, tmp_path):

@@ -30,13 +30,50 @@ def book_texts(n: int, chars: int, offset: int = 5_000) -> list[str]:
     return [text[offset:offset + chars] for text in texts]
 
 
+# configs/tiny.yaml made to train in seconds on Shakespeare (vocab 512)
+TINY = ["data.vocab_size=512", "model.d_model=32", "model.n_layers=2", "model.max_seq_len=64", "train.batch_size=4",
+        "train.max_steps=20", "train.warmup_steps=5", "train.log_every=5", "train.eval_every=10",
+        "train.ckpt_every=10", "train.eval_tokens=512"]
+
+
 @pytest.fixture
 def tiny_args(tmp_path):
-    """Overrides that make configs/tiny.yaml train in seconds on Shakespeare (vocab 512)."""
-    return ["--config", str(ROOT / "configs/tiny.yaml"), f"run.out_dir={tmp_path}", "data.vocab_size=512",
-            "model.d_model=32", "model.n_layers=2", "model.max_seq_len=64", "train.batch_size=4",
-            "train.max_steps=20", "train.warmup_steps=5", "train.log_every=5", "train.eval_every=10",
-            "train.ckpt_every=10", "train.eval_tokens=512"]
+    """train.py's arguments for a tiny run in tmp_path (name it with run.name=...)."""
+    return ["--config", str(ROOT / "configs/tiny.yaml"), f"run.out_dir={tmp_path}", *TINY]
+
+
+def train_once(tmp_path_factory, name: str, *overrides: str) -> Path:
+    import train
+    out = tmp_path_factory.mktemp("shared-runs")
+    train.main(["--config", str(ROOT / "configs/tiny.yaml"), f"run.out_dir={out}", f"run.name={name}", *TINY,
+                *overrides])
+    return out / name
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> Path:
+    """tiny_args' 20-step run, trained once per test session. Read it; copy_run it before changing it."""
+    return train_once(tmp_path_factory, "tiny")
+
+
+@pytest.fixture(scope="session")
+def ten_step_run(tmp_path_factory) -> Path:
+    """tiny_args' run stopped at 10 steps (a run of 10 steps, its decay fitted to them), trained once per session."""
+    return train_once(tmp_path_factory, "ten", "train.max_steps=10")
+
+
+def copy_run(run: Path, out_dir: Path, name: str) -> Path:
+    """A copy of `run` as out_dir/name whose config.yaml names its new place, so that resuming it with
+    run.out_dir=out_dir run.name=name records no change."""
+    import shutil
+
+    import yaml
+    copy = out_dir / name
+    shutil.copytree(run, copy)
+    config = yaml.safe_load((copy / "config.yaml").read_text())
+    config["run"].update(out_dir=str(out_dir), name=name)
+    (copy / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return copy
 
 
 def logged_losses(run_dir, key="loss"):

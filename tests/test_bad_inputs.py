@@ -3,7 +3,7 @@ option or file and says what is wrong with it, and no traceback; it does so befo
 training anything.
 
 The table is (id, argv, expected substring). argv[0] picks the command (train.py, generate.py,
-data.prepare, export, eval.*) and these placeholders are filled in: {run} a trained tiny run, {runs}
+data.prepare, export, eval.*) and these placeholders are filled in: {run} a trained tiny run (conftest's ten_step_run), {runs}
 its out_dir, {tmp} an empty directory, {file} an existing plain file, {binary} a config that is not
 UTF-8. Cases run in-process (fast); the ones in SUBPROCESS also run as real subprocesses, to prove the
 command-line path. Below the table, every file of a run directory is damaged in every command that reads it.
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import TINY
 from safetensors.torch import load_file, save_file
 
 import data.prepare
@@ -25,11 +26,8 @@ from eval import bench, extrapolation, plots, probe, summary, tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 # The tiny_args overrides of conftest.py, so a case that wrongly passed validation would stay small.
-TINY = ["data.vocab_size=512", "model.d_model=32", "model.n_layers=2", "model.max_seq_len=64",
-        "train.batch_size=4", "train.max_steps=10", "train.warmup_steps=5", "train.log_every=5",
-        "train.eval_every=10", "train.ckpt_every=10", "train.eval_tokens=512"]
-TRAIN = ["train.py", "--config", str(ROOT / "configs/tiny.yaml"), "run.out_dir={tmp}", *TINY]
-RESUME = TRAIN + ["run.out_dir={runs}", "run.name=gen", "--resume"]
+TRAIN = ["train.py", "--config", str(ROOT / "configs/tiny.yaml"), "run.out_dir={tmp}", *TINY, "train.max_steps=10"]
+RESUME = TRAIN + ["run.out_dir={runs}", "run.name=ten", "--resume"]  # the ten_step_run fixture
 GEN = ["generate.py", "{run}", "--max-new-tokens", "3"]
 EVAL = ["eval.extrapolation", "{run}", "--out", "{tmp}/out"]
 PREPARE = ["data.prepare", "--config", str(ROOT / "configs/tiny.yaml")]
@@ -127,9 +125,9 @@ CASES = [
     ("prepare-record-not-text", PREPARE + ["data.source={tmp}/numbers.jsonl", "data.cache_dir={tmp}/cache"],
      "numbers.jsonl:2: the 'text' field holds 7 (int), not text"),
     ("train-unknown-flag", TRAIN + ["--resmue"], "unrecognized arguments: --resmue"),
-    ("train-existing-run", TRAIN + ["run.out_dir={runs}", "run.name=gen"],
+    ("train-existing-run", TRAIN + ["run.out_dir={runs}", "run.name=ten"],
      "already holds a checkpoint (step 10); pass --resume"),
-    ("resume-model-change", RESUME + ["model.d_model=64"], "cannot resume {runs}/gen with a different model.d_model"),
+    ("resume-model-change", RESUME + ["model.d_model=64"], "cannot resume {run} with a different model.d_model"),
     ("resume-encoding-change", RESUME + ["model.position.type=alibi"],
      "with a different model.position.type ('rope' -> 'alibi')"),
     ("resume-data-change", RESUME + ["data.val_fraction=0.1"], "with a different data.val_fraction (0.05 -> 0.1)"),
@@ -220,18 +218,11 @@ MAINS = {"train.py": train.main, "generate.py": generate.main, "data.prepare": d
          "eval.summary": summary.main, "eval.bench": bench.main, "eval.plots": plots.main, "eval.tasks": tasks.main}
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    runs = tmp_path_factory.mktemp("runs")
-    train.main(["--config", str(ROOT / "configs/tiny.yaml"), f"run.out_dir={runs}", "run.name=gen", *TINY])
-    return runs
-
-
-def fill(items, trained, tmp_path):
+def fill(items, ten_step_run, tmp_path):
     (tmp_path / "a-file.txt").write_text("not: [a, run\n")
     (tmp_path / "binary.yaml").write_bytes(b"run: {name: \xff\xfe}\n")
     (tmp_path / "numbers.jsonl").write_text('{"text": "a play"}\n{"text": 7}\n')
-    places = {"{run}": str(trained / "gen"), "{runs}": str(trained), "{tmp}": str(tmp_path),
+    places = {"{run}": str(ten_step_run), "{runs}": str(ten_step_run.parent), "{tmp}": str(tmp_path),
               "{file}": str(tmp_path / "a-file.txt"), "{binary}": str(tmp_path / "binary.yaml")}
     filled = []
     for item in items:
@@ -250,21 +241,21 @@ def check(code, out, err, expected):
 
 
 @pytest.mark.parametrize("argv, expected", [case[1:] for case in CASES], ids=[case[0] for case in CASES])
-def test_bad_input_in_process(argv, expected, trained, tmp_path, capsys):
-    command, *args = fill(argv, trained, tmp_path)
+def test_bad_input_in_process(argv, expected, ten_step_run, tmp_path, capsys):
+    command, *args = fill(argv, ten_step_run, tmp_path)
     with pytest.raises(SystemExit) as exit_:
         MAINS[command](args)
     out, err = capsys.readouterr()
-    check(exit_.value.code, out, err, fill([expected], trained, tmp_path)[0])
+    check(exit_.value.code, out, err, fill([expected], ten_step_run, tmp_path)[0])
 
 
 @pytest.mark.parametrize("case_id", SUBPROCESS)
-def test_bad_input_from_the_command_line(case_id, trained, tmp_path):
+def test_bad_input_from_the_command_line(case_id, ten_step_run, tmp_path):
     _, argv, expected = next(case for case in CASES if case[0] == case_id)
-    command, *args = fill(argv, trained, tmp_path)
+    command, *args = fill(argv, ten_step_run, tmp_path)
     prefix = [command] if command.endswith(".py") else ["-m", command]
     result = subprocess.run([sys.executable, *prefix, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    check(result.returncode, result.stdout, result.stderr, fill([expected], trained, tmp_path)[0])
+    check(result.returncode, result.stdout, result.stderr, fill([expected], ten_step_run, tmp_path)[0])
 
 
 def test_every_command_has_a_missing_run_or_config_case():
@@ -326,10 +317,10 @@ def damage(path: Path, how: str) -> None:
         torch.save(state, path)
 
 
-def broken_run(file, how, command, trained, task_run, tmp_path) -> tuple[list[str], str, tuple[str, ...]]:
+def broken_run(file, how, command, ten_step_run, task_run, tmp_path) -> tuple[list[str], str, tuple[str, ...]]:
     """(argv of `command` on a copy of the run with `file` damaged, the file's name, the words of which
     the error line must hold one)."""
-    source = task_run if command == "eval.tasks" else trained / "gen"
+    source = task_run if command == "eval.tasks" else ten_step_run
     run = tmp_path / "runs" / source.name
     shutil.copytree(source, run)
     path = next(run.glob(file))
@@ -341,7 +332,7 @@ def broken_run(file, how, command, trained, task_run, tmp_path) -> tuple[list[st
             "eval.tasks": [str(run), "--multiples", "1", "--samples", "1", "--scaling", "none", "--out", out],
             "eval.summary": [str(run)],
             "export": [str(run), str(tmp_path / "hf")],
-            "resume": [*fill(TRAIN, trained, tmp_path)[1:], f"run.out_dir={run.parent}", "run.name=gen",
+            "resume": [*fill(TRAIN, ten_step_run, tmp_path)[1:], f"run.out_dir={run.parent}", f"run.name={run.name}",
                        "train.max_steps=12", "--resume"]}[command]
     reasons = {"missing": ("missing", "not found", f"no {path.name}"),
                "nan": ("holds non-finite",), "inf": ("holds non-finite",)}.get(how, ("corrupt",))
@@ -354,8 +345,8 @@ def check_names_file(code, out, err, name, reasons):
 
 
 @pytest.mark.parametrize("file, how, command", BROKEN, ids=[f"{c}-{f}-{h}" for f, h, c in BROKEN])
-def test_a_broken_run_file_is_one_line_naming_it(file, how, command, trained, task_run, tmp_path, capsys):
-    argv, name, reasons = broken_run(file, how, command, trained, task_run, tmp_path)
+def test_a_broken_run_file_is_one_line_naming_it(file, how, command, ten_step_run, task_run, tmp_path, capsys):
+    argv, name, reasons = broken_run(file, how, command, ten_step_run, task_run, tmp_path)
     with pytest.raises(SystemExit) as exit_:
         MAINS["train.py" if command == "resume" else command](argv)
     out, err = capsys.readouterr()
@@ -364,8 +355,8 @@ def test_a_broken_run_file_is_one_line_naming_it(file, how, command, trained, ta
         assert not (tmp_path / "hf").exists()
 
 
-def test_an_export_into_the_run_directory_writes_nothing_there(trained, capsys):
-    run = trained / "gen"
+def test_an_export_into_the_run_directory_writes_nothing_there(ten_step_run, capsys):
+    run = ten_step_run
     before = {p.name: p.stat().st_mtime_ns for p in run.iterdir()}
     with pytest.raises(SystemExit) as exit_:
         export.llama.main([str(run), str(run)])
@@ -374,8 +365,8 @@ def test_an_export_into_the_run_directory_writes_nothing_there(trained, capsys):
 
 
 @pytest.mark.parametrize("file, how", [("model_*.safetensors", "nan"), ("tokenizer.model", "corrupt")])
-def test_a_broken_run_file_from_the_command_line(file, how, trained, tmp_path):
-    argv, name, reasons = broken_run(file, how, "generate.py", trained, None, tmp_path)
+def test_a_broken_run_file_from_the_command_line(file, how, ten_step_run, tmp_path):
+    argv, name, reasons = broken_run(file, how, "generate.py", ten_step_run, None, tmp_path)
     result = subprocess.run([sys.executable, "generate.py", *argv], cwd=ROOT, capture_output=True, text=True,
                             timeout=120)
     check_names_file(result.returncode, result.stdout, result.stderr, name, reasons)

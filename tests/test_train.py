@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import logged_losses
+from conftest import copy_run, logged_losses
 
 import checkpoint
 import train
@@ -52,17 +52,17 @@ def test_every_encoding_trains_and_writes_a_run_directory(position, tiny_args, t
     assert curve[20][1] is not None
 
 
-def test_resume_is_exact(tiny_args, tmp_path):
-    train.main(tiny_args + ["run.name=straight"])
+def test_resume_is_exact(tiny_args, tiny_run, tmp_path):
+    straight = tiny_run
     train.main(tiny_args + ["run.name=resumed", "train.max_steps=10", "train.decay_steps=20"])
     assert max(losses(tmp_path / "resumed")) == 10
     train.main(tiny_args + ["run.name=resumed", "train.decay_steps=20", "--resume"])
-    assert losses(tmp_path / "resumed") == losses(tmp_path / "straight")
+    assert losses(tmp_path / "resumed") == losses(straight)
     summary = summarize(tmp_path / "resumed")
-    assert (summary["steps"], summary["val_loss"]) == (20, losses(tmp_path / "straight")[20][1])
-    assert summary["from_scratch"] and summary["val_loss_by_step"] == {s: v for s, (_, v) in losses(tmp_path / "straight").items()
+    assert (summary["steps"], summary["val_loss"]) == (20, losses(straight)[20][1])
+    assert summary["from_scratch"] and summary["val_loss_by_step"] == {s: v for s, (_, v) in losses(straight).items()
                                                                       if v is not None}
-    summary_main([str(tmp_path / "straight"), str(tmp_path / "resumed"), "--out", str(tmp_path / "report/training.md")])
+    summary_main([str(straight), str(tmp_path / "resumed"), "--out", str(tmp_path / "report/training.md")])
     assert "## Validation loss by step" in (tmp_path / "report/training.md").read_text()
     assert (tmp_path / "report/training.png").stat().st_size > 10_000
 
@@ -81,7 +81,6 @@ def test_summary_tables_the_gap_to_rope_by_step_and_skips_fine_tunes():
 
 
 def test_sigint_checkpoints_and_resume_continues_the_same_run(tiny_args, tmp_path):
-    train.main(tiny_args + ["run.name=straight"])
     args = [a for a in tiny_args if not a.startswith("train.max_steps")] + ["run.name=stopped", "train.max_steps=200"]
     proc = subprocess.Popen([sys.executable, "train.py", *args], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -110,10 +109,8 @@ def test_sigint_checkpoints_and_resume_continues_the_same_run(tiny_args, tmp_pat
     assert {s: got[s][0] for s in same} == pytest.approx({s: ref[s][0] for s in same}, abs=1e-6)
 
 
-def test_kv_cache_generation_equals_recomputing_the_whole_sequence(tiny_args, tmp_path):
-    import torch
-    train.main(tiny_args + ["run.name=gen"])
-    model = load_model(tmp_path / "gen")
+def test_kv_cache_generation_equals_recomputing_the_whole_sequence(tiny_run):
+    model = load_model(tiny_run)
     prompt = [1, 40, 41, 42]
     cached = list(generate_tokens(model, prompt, 30, temperature=0))
     ids = list(prompt)
@@ -123,9 +120,8 @@ def test_kv_cache_generation_equals_recomputing_the_whole_sequence(tiny_args, tm
     assert cached == ids[len(prompt):]
 
 
-def test_generate_cli_is_reproducible_and_handles_long_prompts(tiny_args, tmp_path):
-    train.main(tiny_args + ["run.name=gen"])
-    run = str(tmp_path / "gen")
+def test_generate_cli_is_reproducible_and_handles_long_prompts(tiny_run, tiny_args, tmp_path):
+    run = str(tiny_run)
     a = cli("generate.py", run, "--prompt", "KING:", "--max-new-tokens", "40", "--seed", "3")
     b = cli("generate.py", run, "--prompt", "KING:", "--max-new-tokens", "40", "--seed", "3")
     c = cli("generate.py", run, "--prompt", "KING:", "--max-new-tokens", "40", "--seed", "4")
@@ -158,11 +154,11 @@ def test_bad_config_gets_one_clear_line(args, message):
     assert result.stderr.strip().count("\n") == 0 and message in result.stderr
 
 
-def test_missing_and_corrupt_checkpoints_get_one_clear_line(tiny_args, tmp_path):
+def test_missing_and_corrupt_checkpoints_get_one_clear_line(tiny_args, ten_step_run, tmp_path):
     missing = cli("generate.py", str(tmp_path / "nope"), timeout=60)
     assert missing.returncode != 0 and "run directory not found" in missing.stderr
     assert missing.stderr.strip().count("\n") == 0
-    train.main(tiny_args + ["run.name=broken", "train.max_steps=10"])
+    copy_run(ten_step_run, tmp_path, "broken")
     weights = next((tmp_path / "broken").glob("model_*.safetensors"))
     weights.write_bytes(weights.read_bytes()[:100])
     corrupt = cli("generate.py", str(tmp_path / "broken"), timeout=60)
@@ -176,7 +172,7 @@ def last_error(capsys):
     return [line for line in capsys.readouterr().err.splitlines() if line.strip()][-1]
 
 
-def test_divergence_keeps_only_finite_checkpoints(tiny_args, tmp_path, capsys):
+def test_divergence_keeps_only_finite_checkpoints(tiny_args, ten_step_run, tmp_path, capsys):
     # From scratch at a huge lr with a checkpoint every step: the kept checkpoint is finite and loads.
     with pytest.raises(SystemExit) as stop:
         train.main(tiny_args + ["run.name=fresh", "train.lr=1e6", "train.ckpt_every=1", "train.log_every=1"])
@@ -191,7 +187,7 @@ def test_divergence_keeps_only_finite_checkpoints(tiny_args, tmp_path, capsys):
     assert "no checkpoint was saved" in last_error(capsys)
     assert not (tmp_path / "none" / "checkpoint.json").exists()
     # A healthy run resumed at a huge lr (min_lr too: its decay has ended) stops and keeps step 10; resumed at a sane lr it carries on from there.
-    train.main(tiny_args + ["run.name=sane", "train.max_steps=10"])
+    copy_run(ten_step_run, tmp_path, "sane")
     with pytest.raises(SystemExit) as stop:
         train.main(tiny_args + ["run.name=sane", "--resume", "train.lr=1e6", "train.min_lr=1e6", "train.log_every=1"])
     assert stop.value.code == 1 and "last good checkpoint (step 10)" in last_error(capsys)
@@ -203,8 +199,8 @@ def test_divergence_keeps_only_finite_checkpoints(tiny_args, tmp_path, capsys):
     assert changes[0]["train.lr"] == [0.002, 1e6] and changes[1]["train.lr"] == [1e6, 0.002]
 
 
-def test_resume_refuses_another_model_and_records_safe_changes(tiny_args, tmp_path, capsys):
-    train.main(tiny_args + ["run.name=r", "train.max_steps=10"])
+def test_resume_refuses_another_model_and_records_safe_changes(tiny_args, ten_step_run, tmp_path, capsys):
+    copy_run(ten_step_run, tmp_path, "r")
     for change in (["model.position.type=alibi"], ["run.seed=7", "data.vocab_size=600"]):
         with pytest.raises(SystemExit) as stop:
             train.main(tiny_args + ["run.name=r", "--resume", *change])
@@ -219,9 +215,8 @@ def test_resume_refuses_another_model_and_records_safe_changes(tiny_args, tmp_pa
                      "changes": {"train.max_steps": [10, 15], "train.eval_every": [10, 5]}}]
 
 
-def test_a_failed_save_keeps_the_previous_checkpoint(tiny_args, tmp_path, capsys, monkeypatch):
-    train.main(tiny_args + ["run.name=f", "train.max_steps=10"])
-    run = tmp_path / "f"
+def test_a_failed_save_keeps_the_previous_checkpoint(tiny_args, ten_step_run, tmp_path, capsys, monkeypatch):
+    run = copy_run(ten_step_run, tmp_path, "f")
     # What a killed process leaves: a torn metrics line, a temp file, checkpoint files nothing points to.
     with open(run / "metrics.jsonl", "a") as f:
         f.write('{"step": 11, "lo')
@@ -251,10 +246,8 @@ def test_a_failed_save_keeps_the_previous_checkpoint(tiny_args, tmp_path, capsys
     assert json.loads((run / "checkpoint.json").read_text())["step"] == 11
 
 
-def test_a_state_file_with_pickled_objects_is_refused(tiny_args, tmp_path):
-    import torch
-    train.main(tiny_args + ["run.name=p", "train.max_steps=10"])
-    run = tmp_path / "p"
+def test_a_state_file_with_pickled_objects_is_refused(ten_step_run, tmp_path):
+    run = copy_run(ten_step_run, tmp_path, "p")
     state = run / json.loads((run / "checkpoint.json").read_text())["state"]
     torch.save({"step": 10, "note": fractions.Fraction(1, 3)}, state)
     with pytest.raises(UserError) as refused:
@@ -304,24 +297,22 @@ def test_repeated_sigkill_while_checkpointing_leaves_a_clean_loadable_run(tiny_a
     assert logged_losses(run) == pytest.approx(logged_losses(tmp_path / "straight"), abs=1e-6)
 
 
-def test_a_fine_tune_starts_from_the_base_runs_exact_weights(tiny_args, tmp_path):
-    train.main(tiny_args + ["run.name=base", "train.max_steps=10"])
+def test_a_fine_tune_starts_from_the_base_runs_exact_weights(tiny_args, ten_step_run, tmp_path):
     # lr 1e-12: one AdamW step moves a weight by about 1e-12, so the fine-tune holds what init_from loaded
     still = ["train.max_steps=1", "train.lr=1e-12", "train.min_lr=1e-12", "train.warmup_steps=0",
              "train.eval_every=1", "train.ckpt_every=1"]
-    train.main(tiny_args + ["run.name=tuned", f"train.init_from={tmp_path / 'base'}", *still])
+    train.main(tiny_args + ["run.name=tuned", f"train.init_from={ten_step_run}", *still])
     train.main(tiny_args + ["run.name=scratch", *still])  # the same step from the run's own init
-    base, tuned, scratch = (load_weights(tmp_path / name) for name in ("base", "tuned", "scratch"))
+    base, tuned, scratch = (load_weights(run) for run in (ten_step_run, tmp_path / "tuned", tmp_path / "scratch"))
     assert base.keys() == tuned.keys()
     for name in base:
         torch.testing.assert_close(tuned[name], base[name], atol=1e-9, rtol=0)
     assert (scratch["embed.weight"] - base["embed.weight"]).abs().max() > 1e-3
 
 
-def test_resume_names_a_weight_the_checkpoint_lacks(tiny_args, tmp_path, capsys):
+def test_resume_names_a_weight_the_checkpoint_lacks(tiny_args, ten_step_run, tmp_path, capsys):
     from safetensors.torch import save_file
-    train.main(tiny_args + ["run.name=r", "train.max_steps=10"])
-    run_dir = tmp_path / "r"
+    run_dir = copy_run(ten_step_run, tmp_path, "r")
     weights = load_weights(run_dir)
     del weights["blocks.1.mlp.up_proj.weight"]
     save_file(weights, run_dir / json.loads((run_dir / "checkpoint.json").read_text())["weights"])

@@ -286,13 +286,7 @@ def read_metrics(run_dir: Path) -> list[dict]:
 
 def model_config(run_dir: Path, scaling: ScalingConfig | dict | None | str = FROM_RUN) -> ModelConfig:
     """The run's ModelConfig; `scaling` replaces its RoPE scaling unless left at FROM_RUN."""
-    section = read_run_config(run_dir)["model"]
-    try:
-        cfg = from_dict(ModelConfig, section, "model")
-        cfg.validate()
-        check_positions(cfg)
-    except UserError as e:
-        raise UserError(f"{run_dir}/config.yaml: {e}") from None
+    cfg = parse_model_section(run_dir, read_run_config(run_dir))
     if scaling != FROM_RUN:  # the caller's scaling, checked where it parsed it
         cfg.position.scaling = parse_scaling(scaling)
     return cfg
@@ -322,6 +316,17 @@ def load_weights_into(model: GPT, run_dir: Path, extend: bool = False, best: boo
         raise UserError(f"the checkpoint in {run_dir} has {name} of shape {tuple(tensor.shape)}, the model "
                         f"{tuple(target.shape)} (does config.yaml match the weights?)")
     model.load_state_dict(weights, strict=True)
+
+
+def parse_model_section(run_dir: Path, config: dict) -> ModelConfig:
+    """The model section of the run's config.yaml (as read by read_run_config), checked as train.py checks it."""
+    try:
+        cfg = from_dict(ModelConfig, config["model"], "model")
+        cfg.validate()
+        check_positions(cfg)
+    except UserError as e:
+        raise UserError(f"{run_dir}/config.yaml: {e}") from None
+    return cfg
 
 
 def load_model(run_dir: Path, scaling: ScalingConfig | dict | None | str = FROM_RUN, device="cpu",

@@ -49,7 +49,7 @@ from checkpoint import (
     FROM_RUN,
     atomic_write_text,
     load_model,
-    model_config,
+    parse_model_section,
     read_pointer,
     read_run_config,
 )
@@ -103,7 +103,7 @@ def read_run(path: Path, name: str, tasks: bool = False) -> Run:
     trained on text when `tasks` (eval.tasks), or on tasks when not, is a UserError naming the right command."""
     read_pointer(path)  # a UserError when there is no checkpoint
     config = read_run_config(path)
-    model = model_config(path)
+    model = parse_model_section(path, config)
     try:
         data = from_dict(DataConfig, config.get("data") or {}, "data")
     except UserError as e:

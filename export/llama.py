@@ -158,8 +158,6 @@ def llama_weights(model: GPT) -> dict[str, torch.Tensor]:
     return {k: v.detach().float().contiguous() for k, v in weights.items()}
 
 
-# ----------------------------------------------------------------------------- tokenizer
-
 EXPORT_FILES = ("model.safetensors", "config.json", "generation_config.json", "tokenizer.json",
                 "tokenizer_config.json", "tokenizer.model")
 

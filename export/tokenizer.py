@@ -70,6 +70,3 @@ def tokenizer_config(sp: spm.SentencePieceProcessor, max_len: int) -> dict:
         "clean_up_tokenization_spaces": False,
         "model_max_length": max_len,
     }
-
-
-# ----------------------------------------------------------------------------- export

@@ -17,7 +17,7 @@ learned table is a weight like the others (std init_std, GPT-2's recipe) added u
 starts at 1/sqrt(d) of the tokens and grows as it learns. Measured on configs/tiny.yaml (150-step
 A/B, validation loss gap to RoPE): an unscaled sinusoid (RMS 0.707, 3x the tokens) cost 0.46 nats,
 scaled to the token RMS 0.05; a learned table multiplied by sqrt(d) (token-sized noise) 0.21,
-unscaled 0.03 (issue 8).
+unscaled 0.03.
 """
 from __future__ import annotations
 

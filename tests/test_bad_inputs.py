@@ -161,7 +161,7 @@ CASES = [
     ("export-no-run", ["export", "{tmp}/no-such-run", "{tmp}/out"], "run directory not found: {tmp}/no-such-run"),
     ("export-missing-argument", ["export", "{run}"], "required: out_dir"),
     ("export-into-a-run", ["export", "{run}", "{run}"], "out_dir {run} is not empty (it holds checkpoint.json and"),
-    # a misspelt RoPE scaling key, wherever a scaling is written (issue 9)
+    # a misspelt RoPE scaling key, wherever a scaling is written
     ("train-scaling-misspelt-key", TRAIN + ["model.position.scaling={type: yarn, factr: 4}"],
      "unknown config key 'model.position.scaling.factr'"),
     ("train-scaling-foreign-key", TRAIN + ["model.position.scaling={type: linear, factor: 2, beta_fast: 8}"],

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ import torch
 from config import ArgumentParser, Config, UserError, load_config, run_cli
 from device import autocast, keep_freed_host_memory, pick_device
 from eval.memory import PeakMemory
+from eval.peers import make_peer
 from model.attention import KVCache
 from model.gpt import GPT, flops_per_token, make_optimizer
 from model.positions import ENCODINGS
@@ -52,9 +54,9 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def time_training(loss_of, model: torch.nn.Module, optimizer, device, steps: int, warmup: int) -> tuple[float, float]:
-    """(seconds for `steps` optimizer steps after `warmup` untimed ones, peak MiB): forward under
-    autocast, backward, clipping, AdamW, the same for our model and the peer."""
+def make_step(loss_of, model: torch.nn.Module, optimizer, device):
+    """One optimizer step: forward under autocast, backward, clipping, AdamW, the same for our model and
+    the peer."""
     def step():
         with autocast(device):
             loss = loss_of()
@@ -62,16 +64,25 @@ def time_training(loss_of, model: torch.nn.Module, optimizer, device, steps: int
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+    return step
 
+
+def time_steps(step, device, steps: int) -> float:
+    sync(device)
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    sync(device)
+    return time.perf_counter() - start
+
+
+def time_training(loss_of, model: torch.nn.Module, optimizer, device, steps: int, warmup: int) -> tuple[float, float]:
+    """(seconds for `steps` optimizer steps after `warmup` untimed ones, peak MiB)."""
+    step = make_step(loss_of, model, optimizer, device)
     for _ in range(warmup):  # includes compilation
         step()
     with PeakMemory(device) as memory:
-        sync(device)
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        sync(device)
-        elapsed = time.perf_counter() - start
+        elapsed = time_steps(step, device, steps)
     return elapsed, memory.mib
 
 
@@ -99,36 +110,36 @@ def bench_training(cfg: Config, device, steps: int, warmup: int) -> dict:
     return {**training_row(cfg, device, model.num_params(), elapsed, steps, peak_mib), "model": model}
 
 
-def llama_peer(cfg: Config):
-    """Hugging Face transformers' LlamaForCausalLM of our shape: width, depth, heads, KV heads, SwiGLU width,
-    context, vocab, RMSNorm eps, RoPE base, tied embeddings, no biases, SDPA attention."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-    m = cfg.model
-    config = LlamaConfig(vocab_size=m.vocab_size, hidden_size=m.d_model, intermediate_size=m.ffn_hidden,
-                         num_hidden_layers=m.n_layers, num_attention_heads=m.n_heads, num_key_value_heads=m.n_kv_heads,
-                         max_position_embeddings=m.max_seq_len, rms_norm_eps=m.norm_eps, tie_word_embeddings=True,
-                         attention_bias=False, mlp_bias=False, attention_dropout=0.0,
-                         rope_parameters={"rope_type": "default", "rope_theta": m.position.theta},
-                         rope_theta=m.position.theta)  # the second spelling for transformers 4.x
-    config._attn_implementation = "sdpa"
-    return LlamaForCausalLM(config)
-
-
-def bench_peer(cfg: Config, device, steps: int, warmup: int) -> dict:
-    """Train transformers' Llama of the same shape on the same batches, compiled the same way."""
-    import transformers
+def bench_peer(cfg: Config, device, steps: int, warmup: int, rounds: int, peer_name: str) -> dict:
+    """Our model (cfg's encoding) and a peer of the same shape (eval/peers.py) trained in turns on the same
+    batches: `rounds` rounds of `steps` timed steps each, the first model alternating, after `warmup`
+    steps of each. A round's ratio is our model FLOP/s over the peer's; the median round is reported."""
     x, y = random_batch(cfg, device)
-    model = llama_peer(cfg).to(device)
-    optimizer = make_optimizer(model, cfg.train, device)
-    step_model = torch.compile(model) if cfg.run.compile else model
-
-    def loss_of():
-        logits = step_model(input_ids=x).logits
-        return torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), y.flatten())
-    elapsed, peak_mib = time_training(loss_of, model, optimizer, device, steps, warmup)
-    n_params = sum(p.numel() for p in model.parameters())
-    return {"name": f"transformers {transformers.__version__} LlamaForCausalLM (sdpa)",
-            **training_row(cfg, device, n_params, elapsed, steps, peak_mib)}
+    torch.manual_seed(cfg.run.seed)
+    ours = GPT(cfg.model).to(device)
+    peer = make_peer(peer_name, cfg.model)
+    peer.model.to(device)
+    compiled = {m: torch.compile(m) if cfg.run.compile else m for m in (ours, peer.model)}
+    steps_of = {"ours": make_step(lambda: compiled[ours](x, y)[1], ours, make_optimizer(ours, cfg.train, device), device),
+                "peer": make_step(lambda: peer.loss_of(compiled[peer.model], x, y), peer.model,
+                                  make_optimizer(peer.model, cfg.train, device), device)}
+    for step in steps_of.values():
+        for _ in range(warmup):
+            step()
+    seconds = {"ours": [], "peer": []}
+    for r in range(rounds):
+        for who in (("ours", "peer") if r % 2 == 0 else ("peer", "ours")):
+            seconds[who].append(time_steps(steps_of[who], device, steps))
+    tokens = steps * x.numel()
+    ours_flops = flops_per_token(cfg.model, cfg.model.max_seq_len, ours.num_params())
+    ratios = [ours_flops * p / (peer.flops_per_token * o) for o, p in zip(seconds["ours"], seconds["peer"])]
+    median = statistics.median
+    peer_tokens_per_s, peak = tokens / median(seconds["peer"]), peak_flops(device)
+    return {"name": peer.name, "params": sum(p.numel() for p in peer.model.parameters()),
+            "train_tokens_per_s": peer_tokens_per_s, "ours_tokens_per_s": tokens / median(seconds["ours"]),
+            "mfu": peer.flops_per_token * peer_tokens_per_s / peak if peak else None, "train_peak_mib": None,
+            "flops_per_token": peer.flops_per_token, "ours_flops_per_token": ours_flops,
+            "round_ratios": ratios, "ratio": median(ratios)}
 
 
 @torch.inference_mode()
@@ -200,8 +211,10 @@ def markdown(results: dict) -> str:
         lines.append(f"| {r['position']} | {r['params'] / 1e6:.2f}M | {fmt(r['train_tokens_per_s'])} | "
                      f"{fmt(r['mfu'] and 100 * r['mfu'], '{:.1f}%')} | {fmt(r['train_peak_mib'])} |")
     if peer:
-        lines += ["", f"Ours (rope) over the peer, training tokens/s on the same batches in the same run: "
-                      f"**{peer['ratio']:.2f}x**."]
+        lines += ["", f"Ours (rope) over the peer in model FLOP/s (6N + 12 L H Q T per token), trained in turns on "
+                      f"the same batches in one process, median of {len(peer['round_ratios'])} rounds: "
+                      f"**{peer['ratio']:.2f}x** (rounds: {', '.join(f'{r:.2f}' for r in peer['round_ratios'])}; "
+                      f"tokens/s {fmt(peer['ours_tokens_per_s'])} against {fmt(peer['train_tokens_per_s'])})."]
     multiples = [e["multiple"] for e in results["rows"][0]["eval"]]
     lines += ["", "Evaluation (forward, batch 1): tokens/s / peak MiB in use (GPU allocator, or process RSS on a CPU) "
               "at each multiple of the training length.", "",
@@ -230,8 +243,9 @@ def bench_config(path: str, overrides: list[str]) -> Config:
 
 def parse_options(args) -> tuple[list[str], list[int], Config, torch.device]:
     positions = [p for p in args.positions.split(",") if p]
-    if args.peer and "rope" not in positions:
-        raise UserError("--peer transformers is compared with rope: include rope in --positions")
+    for name in ("steps", "rounds"):
+        if getattr(args, name) < 1:
+            raise UserError(f"--{name} must be at least 1, got {getattr(args, name)}")
     unknown = [p for p in positions if p not in ENCODINGS]
     if unknown:
         raise UserError(f"--positions: unknown encoding {unknown[0]!r}; choose one of {', '.join(sorted(ENCODINGS))}")
@@ -254,11 +268,19 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=2, help="timed forward passes per evaluation length")
     parser.add_argument("--out", type=Path, default=Path("runs/bench"),
                         help="output folder (default runs/bench; reports/bench holds the committed tables)")
-    parser.add_argument("--peer", choices=("transformers",), default=None,
-                        help="also train transformers' LlamaForCausalLM of the same shape and report the ratio")
+    parser.add_argument("--peer", default=None,
+                        help="also train a model of the same shape in turns with our rope model and report the "
+                             "model-FLOP/s ratio: gpt2 (a plain GPT-2 written here), transformers (its "
+                             "LlamaForCausalLM), or the path of nanoGPT's model.py")
+    parser.add_argument("--rounds", type=int, default=5, help="timed rounds of --steps steps for each of ours "
+                                                                 "and the peer")
     parser.add_argument("overrides", nargs="*", help="dotted.key=value")
     args = parser.parse_args(argv)
     positions, multiples, base, device = run_cli(lambda: parse_options(args))
+    peer_cfg = None
+    if args.peer:  # the peer is named and built before the long part, so a bad --peer fails at once
+        peer_cfg = run_cli(lambda: bench_config(args.config, args.overrides + ["model.position.type=rope"]))
+        run_cli(lambda: make_peer(args.peer, peer_cfg.model))
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -277,12 +299,9 @@ def main(argv=None):
         del model
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    if args.peer:
-        print("bench: transformers Llama (the peer) training ...", file=sys.stderr)
-        ours = next(r for r in results["rows"] if r["position"] == "rope")
-        results["peer"] = bench_peer(bench_config(args.config, args.overrides + ["model.position.type=rope"]),
-                                     device, args.steps, args.warmup)
-        results["peer"]["ratio"] = ours["train_tokens_per_s"] / results["peer"]["train_tokens_per_s"]
+    if peer_cfg is not None:
+        print(f"bench: ours (rope) and the peer {args.peer}, {args.rounds} rounds in turns ...", file=sys.stderr)
+        results["peer"] = run_cli(lambda: bench_peer(peer_cfg, device, args.steps, args.warmup, args.rounds, args.peer))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench.json").write_text(json.dumps(results, indent=2))
     table = markdown(results)

@@ -206,6 +206,12 @@ CASES = [
     ("bench-config-missing", ["eval.bench", "--config", "{tmp}/nope.yaml"], "config file not found: {tmp}/nope.yaml"),
     ("bench-encoding", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--positions", "rotary"],
      "--positions: unknown encoding 'rotary'"),
+    ("bench-peer-name", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--peer", "gpt3"],
+     "--peer: expected gpt2, transformers or the path of nanoGPT's model.py, got 'gpt3'"),
+    ("bench-peer-not-nanogpt", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--peer", "{tmp}/model.py"],
+     "--peer {tmp}/model.py: not nanoGPT's model.py (AttributeError"),
+    ("bench-rounds", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--rounds", "0"],
+     "--rounds must be at least 1, got 0"),
     ("bench-device", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "run.device=cuda:99"],
      "run.device: 'cuda:99' is not available here"),
     ("plots-no-results", ["eval.plots", "{tmp}/results.json"], "{tmp}/results.json not found"),
@@ -222,6 +228,7 @@ def fill(items, ten_step_run, tmp_path):
     (tmp_path / "a-file.txt").write_text("not: [a, run\n")
     (tmp_path / "binary.yaml").write_bytes(b"run: {name: \xff\xfe}\n")
     (tmp_path / "numbers.jsonl").write_text('{"text": "a play"}\n{"text": 7}\n')
+    (tmp_path / "model.py").write_text("x = 1\n")  # a model.py that is not nanoGPT's
     places = {"{run}": str(ten_step_run), "{runs}": str(ten_step_run.parent), "{tmp}": str(tmp_path),
               "{file}": str(tmp_path / "a-file.txt"), "{binary}": str(tmp_path / "binary.yaml")}
     filled = []

@@ -2,6 +2,7 @@
 the host-memory setting every command gets keeps large freed blocks for reuse."""
 import json
 import platform
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -25,16 +26,61 @@ def test_bench_reports_training_evaluation_and_generation(tmp_path):
     assert "Generation (batch 1, KV cache)" in (tmp_path / "bench.md").read_text()
 
 
-def test_the_peer_is_transformers_llama_of_the_same_shape(tmp_path):
-    bench.main(["--config", str(ROOT / "configs/tiny.yaml"), "--positions", "rope", "--peer", "transformers",
-                "--steps", "1", "--warmup", "1", "--repeats", "1", "--multiples", "1", "--out", str(tmp_path),
-                "model.d_model=32", "model.max_seq_len=64", "train.batch_size=2", "run.device=cpu"])
+SMALL = ["model.d_model=32", "model.max_seq_len=64", "train.batch_size=2", "run.device=cpu"]
+
+# A stand-in for nanoGPT's model.py: its contract (GPTConfig's fields, GPT(config), forward(idx, targets) ->
+# (logits, loss), transformer.wpe), not its code.
+NANOGPT_LIKE = """
+from dataclasses import dataclass
+import torch, torch.nn as nn, torch.nn.functional as F
+
+@dataclass
+class GPTConfig:
+    block_size: int = 1024
+    vocab_size: int = 50304
+    n_layer: int = 12
+    n_head: int = 12
+    n_embd: int = 768
+    dropout: float = 0.0
+    bias: bool = True
+
+class GPT(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.transformer = nn.ModuleDict(dict(wte=nn.Embedding(config.vocab_size, config.n_embd),
+                                              wpe=nn.Embedding(config.block_size, config.n_embd)))
+        self.head = nn.Linear(config.n_embd, config.vocab_size)
+
+    def forward(self, idx, targets=None):
+        pos = torch.arange(idx.shape[1])
+        logits = self.head(self.transformer.wte(idx) + self.transformer.wpe(pos))
+        return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+"""
+
+
+@pytest.mark.parametrize("peer", ["gpt2", "transformers", "nanogpt"])
+def test_a_peer_trains_in_turns_with_ours_and_the_ratio_is_of_model_flops(peer, tmp_path):
+    if peer == "nanogpt":
+        (tmp_path / "nanoGPT").mkdir()
+        (tmp_path / "nanoGPT" / "model.py").write_text(NANOGPT_LIKE)
+        peer = str(tmp_path / "nanoGPT" / "model.py")
+    bench.main(["--config", str(ROOT / "configs/tiny.yaml"), "--positions", "alibi", "--peer", peer, "--steps", "1",
+                "--warmup", "1", "--rounds", "3", "--repeats", "1", "--multiples", "1", "--out", str(tmp_path), *SMALL])
     results = json.loads((tmp_path / "bench.json").read_text())
-    ours, peer = results["rows"][0], results["peer"]
-    assert peer["name"].startswith("transformers") and peer["params"] == ours["params"]
-    assert peer["ratio"] == ours["train_tokens_per_s"] / peer["train_tokens_per_s"]
-    assert "over the peer" in (tmp_path / "bench.md").read_text()
-    # (tests/test_export.py shows that this shape computes our function once the embeddings are untied)
+    got = results["peer"]
+    d, L, T, V, layers = 32, 4, 64, 4096, 4  # configs/tiny.yaml with SMALL: 4 layers, 4 heads, head size 8
+    attention = 12 * layers * 4 * 8 * T
+    if peer == "gpt2":  # (4 d^2 + 4 d) attention + (8 d^2 + 5 d) MLP + 4 d LayerNorms per layer, 2 d final, tied V d
+        n = layers * (12 * d * d + 13 * d) + 2 * d + V * d
+        assert got["name"].startswith("GPT-2 reference") and got["params"] == n + T * d
+        assert got["flops_per_token"] == 6 * n + attention  # the position table is not a matmul
+    elif peer == "transformers":  # our shape in their code: the same parameters
+        assert got["name"].startswith("transformers") and got["flops_per_token"] == got["ours_flops_per_token"]
+    else:
+        assert got["params"] == 2 * V * d + V + T * d and got["flops_per_token"] == 6 * (2 * V * d + V) + attention
+    assert got["ours_flops_per_token"] == 6 * results["rows"][0]["params"] + attention  # alibi has rope's parameters
+    assert len(got["round_ratios"]) == 3 and got["ratio"] == statistics.median(got["round_ratios"])
+    assert "over the peer in model FLOP/s" in (tmp_path / "bench.md").read_text()
 
 
 GLIBC = sys.platform == "linux" and "glibc" in " ".join(platform.libc_ver())

@@ -68,6 +68,24 @@ def test_resume_is_exact(tiny_args, tiny_run, tmp_path):
     assert (tmp_path / "report/training.png").stat().st_size > 10_000
 
 
+def test_fifty_steps_train_as_with_the_real_valued_rotation(tiny_args, tmp_path, monkeypatch):
+    # apply_rope multiplies complex pairs for speed; a run's losses are those of the textbook rotation
+    import model.positions
+
+    def rotate_pairs(x, cos, sin):  # RoFormer's rotation (arXiv 2104.09864, section 3.4.2): four real products
+        x1, x2 = x.float().unflatten(-1, (-1, 2)).unbind(-1)
+        return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2).type_as(x)
+    args = tiny_args + ["train.max_steps=50", "train.log_every=1", "train.eval_every=25", "train.ckpt_every=50"]
+    train.main(args + ["run.name=complex"])
+    monkeypatch.setattr(model.positions, "apply_rope", rotate_pairs)
+    train.main(args + ["run.name=real"])
+    complex_, real = losses(tmp_path / "complex"), losses(tmp_path / "real")
+    assert sorted(complex_) == list(range(1, 51))
+    for step in complex_:  # logged to 5 decimals; a rotation with one product swapped is off by 2e-4 at step 50
+        assert complex_[step][0] == pytest.approx(real[step][0], abs=2e-5)
+        assert complex_[step][1] == pytest.approx(real[step][1], abs=2e-5)
+
+
 def test_summary_tables_the_gap_to_rope_by_step_and_skips_fine_tunes():
     def run(name, seed, curve, init_from=None):
         return {"run": name, "seed": seed, "position": name, "scaling": None, "context": 128, "steps": max(curve),

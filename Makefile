@@ -31,10 +31,12 @@ demo: install
 test: install
 	REQUIRE_ORACLES=1 $(PY) -m pytest tests
 
-# The study behind the README's results: five encodings trained alike (configs/study.yaml, L = 128)
-# for each of SEEDS seeds; the RoPE run extended to 4x with PI, with YaRN, and without scaling (the
-# control); everything evaluated at 1x-16x on held-out plays, plus the context-use probes.
+# The study behind the README's results: eight encodings and three RoPE variants (half the head
+# rotated, base 1e5, base 1e6) trained alike (configs/study.yaml, L = 128) for each of SEEDS seeds;
+# the RoPE run extended to 4x with PI, with YaRN, and without scaling (the control); everything
+# evaluated at 1x-16x on held-out plays, plus the context-use probes.
 # `make -j2 extrapolation SEEDS=3 THREADS=1` trains two seeds at once, one core each.
+# RESUME=1 keeps the rows already in the report and measures only the runs and seeds it lacks.
 SEEDS ?= 1
 THREADS ?=
 STUDY ?= runs/study
@@ -42,16 +44,24 @@ STUDY_CONFIG ?= configs/study.yaml
 EXTEND_CONFIG ?= configs/extend-4x.yaml
 STUDY_LENGTHS ?= 128,256,512,1024,2048
 DATA_OVERRIDE ?=
-ENCODINGS := learned sinusoidal rope alibi nope
+ENCODINGS := learned sinusoidal rope alibi nope t5 kerple fire
+# RoPE variants, name:override
+VARIANTS := rope-half:model.position.rotary_fraction=0.5 rope-base1e5:model.position.theta=1e5 \
+	rope-base1e6:model.position.theta=1e6
+RESUME ?=
+EVAL_RESUME := $(if $(RESUME),--resume)
 EXTENSIONS := rope-pi rope-yarn rope-continued
 SEED_NUMBERS := $(shell seq 1 $(SEEDS))
-STUDY_RUNS := $(foreach s,$(SEED_NUMBERS),$(addprefix $(STUDY)/seed$(s)/,$(ENCODINGS) $(EXTENSIONS)))
+STUDY_RUNS := $(foreach s,$(SEED_NUMBERS),$(addprefix $(STUDY)/seed$(s)/,$(ENCODINGS) $(foreach v,$(VARIANTS),$(firstword $(subst :, ,$(v)))) $(EXTENSIONS)))
 RUN_PY := $(if $(THREADS),OMP_NUM_THREADS=$(THREADS)) $(PY)
 
 study-seed%: install
 	for p in $(ENCODINGS); do \
 		$(RUN_PY) train.py --config $(STUDY_CONFIG) run.out_dir=$(STUDY)/seed$* run.seed=$* run.name=$$p \
 			model.position.type=$$p $(DATA_OVERRIDE) --resume || exit 1; done
+	for v in $(VARIANTS); do \
+		$(RUN_PY) train.py --config $(STUDY_CONFIG) run.out_dir=$(STUDY)/seed$* run.seed=$* run.name=$${v%%:*} \
+			model.position.type=rope $${v#*:} $(DATA_OVERRIDE) --resume || exit 1; done
 	$(RUN_PY) train.py --config $(EXTEND_CONFIG) run.out_dir=$(STUDY)/seed$* run.seed=$* \
 		train.init_from=$(STUDY)/seed$*/rope run.name=rope-pi "model.position.scaling={type: linear, factor: 4}" $(DATA_OVERRIDE) --resume
 	$(RUN_PY) train.py --config $(EXTEND_CONFIG) run.out_dir=$(STUDY)/seed$* run.seed=$* \
@@ -65,10 +75,10 @@ extrapolation: study-eval study-probe
 
 study-eval: $(addprefix study-seed,$(SEED_NUMBERS))
 	$(RUN_PY) -m eval.extrapolation $(STUDY_RUNS) --lengths $(STUDY_LENGTHS) \
-		--scaling none,linear,ntk,dynamic,yarn,dynamic-yarn --fixed-factors 4 --out $(STUDY_REPORT)
+		--scaling none,linear,ntk,dynamic,yarn,dynamic-yarn --fixed-factors 4 --out $(STUDY_REPORT) $(EVAL_RESUME)
 
 study-probe: $(addprefix study-seed,$(SEED_NUMBERS))
-	$(RUN_PY) -m eval.probe $(STUDY_RUNS) --out $(STUDY_REPORT)
+	$(RUN_PY) -m eval.probe $(STUDY_RUNS) --out $(STUDY_REPORT) $(EVAL_RESUME)
 
 # The long-range task track: the same encodings and fine-tunes trained on data/tasks.py's tasks
 # (configs/tasks.yaml, L = 128), evaluated by eval.tasks at 1x-16x L with every RoPE scaling.
@@ -79,7 +89,7 @@ extrapolation-tasks:
 # Dynamic scalings decode 16 tokens a step past L (not 1, as generation does): one seed's evaluation
 # then fits the track's 30-minute budget on 2 cores.
 task-eval: $(addprefix study-seed,$(SEED_NUMBERS))
-	$(RUN_PY) -m eval.tasks $(STUDY_RUNS) --decode-chunk 16 --out $(STUDY_REPORT)
+	$(RUN_PY) -m eval.tasks $(STUDY_RUNS) --decode-chunk 16 --out $(STUDY_REPORT) $(EVAL_RESUME)
 
 # The same study at GPU scale (configs/study-gpu.yaml: 26M parameters, L = 256, 100M tokens a run, two seeds).
 GPU_DATA ?= ../shared/corpora/gutenberg

@@ -348,6 +348,19 @@ def parse_factors(text: str) -> list[float]:
     return list(dict.fromkeys(factors))
 
 
+def previous_rows(path: Path, tool: str, field: str) -> list[dict]:
+    """The rows of an earlier report at `path`, for --resume ([] where there is none); each must have `field`."""
+    if not path.is_file():
+        return []
+    try:
+        rows = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise UserError(f"--resume: {path} is not valid JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and field in r for r in rows):
+        raise UserError(f"--resume: {path} is not an {tool} results file")
+    return rows
+
+
 def read_runs(paths: list[Path], tasks: bool = False) -> list[Run]:
     """The runs, named by their directory, or by the path as given where two runs of one seed share a name."""
     runs = [read_run(p, p.name, tasks) for p in paths]
@@ -356,6 +369,23 @@ def read_runs(paths: list[Path], tasks: bool = False) -> list[Run]:
         if keys.count(key) > 1:
             r.name = str(r.path)
     return runs
+
+
+def measurement_key(m: Measurement | dict) -> tuple:
+    """What identifies a measurement, from its plan or its row."""
+    if isinstance(m, dict):
+        return m["run"], m["seed"], m["scaling"], m["factor_rule"], m["factor"], m["length"]
+    factor = None if m.factor is None else round(m.factor, 6)
+    return m.run.name, m.run.seed, m.label, m.factor_rule, factor, m.length
+
+
+def resumable_rows(path: Path, split: str, stride: int | None) -> list[dict]:
+    rows = previous_rows(path, "eval.extrapolation", "ppl")
+    for r in rows:
+        if r["split"] != split or r["stride"] != min(stride or r["length"], r["length"]):
+            raise UserError(f"--resume: {path} was measured on the {r['split']} split with stride {r['stride']} at "
+                            f"length {r['length']}; these options differ, so measure again without --resume")
+    return rows
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -378,6 +408,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help=f"windows per forward pass (default: {TOKENS_PER_FORWARD} // length, at least 1)")
     parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
     parser.add_argument("--out", type=Path, default=Path("reports/extrapolation"))
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the rows already in --out/results.json and measure only the missing ones "
+                             "(add runs or seeds to a report, or finish an interrupted evaluation)")
     args = parser.parse_args(argv)
 
     rows: list[dict] = []
@@ -395,6 +428,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
             raise UserError(f"--out {args.out} is a file, not a folder")
         runs = read_runs(args.runs)
         measurements = [m for run in runs for m in plan(run, methods, lengths, fixed_factors)]
+        if args.resume:
+            rows.extend(resumable_rows(args.out / "results.json", args.split, args.stride))
+            done = {measurement_key(r) for r in rows}
+            measurements = [m for m in measurements if measurement_key(m) not in done]
         evaluator = Evaluator(args.split, args.stride, args.max_tokens, args.batch_size, pick_device(args.device, "--device"),
                               args.decode_chunk)
         args.out.mkdir(parents=True, exist_ok=True)

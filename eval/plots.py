@@ -94,7 +94,10 @@ def plot_ppl_vs_length(rows: list[dict], path: Path) -> None:
         ax.set_xlabel("evaluation length (tokens)")
         ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="upper left")
+        else:
+            ax.text(0.5, 0.5, "no run here", transform=ax.transAxes, ha="center", color="gray")
     seeds = len({r["seed"] for r in rows})
     axes[0].set_ylabel(f"perplexity ({rows[0]['split'] if rows else 'test'} split; mean of {seeds} seed(s), "
                        "band: min to max)")

@@ -39,7 +39,8 @@ from checkpoint import atomic_write_text, load_model
 from config import ArgumentParser, ScalingConfig, UserError
 from data import TokenData, Tokenizer, prepare_shards
 from device import autocast, keep_freed_host_memory, pick_device
-from eval.extrapolation import TOKENS_PER_FORWARD, Run, keep_finished, parse_multiples, parse_scalings, plan, read_runs
+from eval.extrapolation import (TOKENS_PER_FORWARD, Run, keep_finished, parse_multiples, parse_scalings, plan,
+                               previous_rows, read_runs)
 from eval.plots import plt, style, ticker
 from model.rope import SCALINGS
 
@@ -299,6 +300,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--seed", type=int, default=0, help="seed of the samples (the same for every run)")
     parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
     parser.add_argument("--out", type=Path, default=Path("reports/extrapolation"))
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the runs already in --out/probes.json and probe only the others (the same options)")
     args = parser.parse_args(argv)
 
     rows: list[dict] = []
@@ -312,6 +315,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
         if args.out.exists() and not args.out.is_dir():
             raise UserError(f"--out {args.out} is a file, not a folder")
         runs = read_runs(args.runs)
+        if args.resume:
+            rows.extend(previous_rows(args.out / "probes.json", "eval.probe", "probe"))
+            done = {(r["run"], r["seed"]) for r in rows}
+            runs = [run for run in runs if (run.name, run.seed) not in done]
         device = pick_device(args.device, "--device")
         args.out.mkdir(parents=True, exist_ok=True)
         for run in tqdm(runs, unit="run", dynamic_ncols=True, disable=None):  # off when not a terminal

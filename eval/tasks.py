@@ -46,6 +46,7 @@ from eval.extrapolation import (
     parse_multiples,
     parse_scalings,
     plan,
+    previous_rows,
     read_runs,
 )
 from eval.results import curve_label, spread
@@ -108,15 +109,8 @@ def measurement_key(row: dict) -> tuple:
     return tuple(row[k] for k in ("run", "seed", "task", "scaling", "factor_rule", "factor", "length"))
 
 
-def previous_rows(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    try:
-        rows = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise UserError(f"--resume: {path} is not valid JSON ({e.msg} at line {e.lineno})") from None
-    if not isinstance(rows, list) or not all(isinstance(r, dict) and "accuracy" in r for r in rows):
-        raise UserError(f"--resume: {path} is not an eval.tasks results.json")
+def task_rows(path: Path) -> list[dict]:
+    rows = previous_rows(path, "eval.tasks", "accuracy")
     if not all("run_length" in r for r in rows):
         raise UserError(f"--resume: {path} comes from an older eval.tasks (rows without run_length); "
                         "measure again without --resume")
@@ -312,7 +306,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 for m in plan(run, methods, lengths or [round(k * run.train_length) for k in multiples], fixed_factors)
                 for task in task_names(run.data.source)]
         if args.resume:
-            rows.extend(previous_rows(args.out / "results.json"))
+            rows.extend(task_rows(args.out / "results.json"))
             done = {measurement_key(r) for r in rows}
             jobs = [(m, task) for m, task in jobs if measurement_key(job_row(m, task)) not in done]
         evaluator = TaskEvaluator(args.samples, pick_device(args.device, "--device"), args.decode_chunk)

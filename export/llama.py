@@ -51,7 +51,11 @@ def scaling_kind(scaling: ScalingConfig | None) -> str:
 def check_exportable(cfg: ModelConfig) -> None:
     if cfg.position.type != "rope":
         raise UserError(f"cannot export a model with {cfg.position.type!r} positions: transformers' Llama "
-                        f"has rotary positions only (learned, sinusoidal, alibi and nope cannot be expressed)")
+                        f"has rotary positions only (learned, sinusoidal, alibi, t5, kerple, fire and nope cannot "
+                        f"be expressed)")
+    if cfg.position.rotary_fraction != 1:
+        raise UserError(f"cannot export partial RoPE (model.position.rotary_fraction="
+                        f"{cfg.position.rotary_fraction:g}): transformers' Llama rotates every head dimension")
     kind = scaling_kind(cfg.position.scaling)
     if kind in SCALINGS and SCALINGS[kind].dynamic:
         raise UserError(f"RoPE scaling {kind!r} is not exported: transformers would decode it differently past L "

@@ -2,9 +2,11 @@
 
 Backends, chosen per call, all computing softmax(q k^T * scale + bias + causal mask) v:
   - FlexAttention with the encoding's `score_mod` on CUDA (ALiBi without a T x T bias in memory);
-  - otherwise SDPA, with a score bias folded into q and k (`PositionalEncoding.fold`): `is_causal`
-    (flash / memory-efficient kernels) when queries and keys are the same tokens, a boolean causal
-    mask when queries are the last T of S keys (chunked prefill, decoding).
+  - otherwise SDPA: with a learned bias (t5, kerple, fire), its float mask built once per forward
+    (`ctx.bias`, -inf on future keys); else with a bias folded into q and k (ALiBi,
+    `PositionalEncoding.fold`) and `is_causal` (flash / memory-efficient kernels) when queries and
+    keys are the same tokens, a boolean causal mask when queries are the last T of S keys (chunked
+    prefill, decoding).
 """
 from __future__ import annotations
 
@@ -113,9 +115,13 @@ class Attention(nn.Module):
         gqa = self.n_kv_heads != self.n_heads
         dropout = self.dropout if self.training else 0.0
         scale = self.head_dim ** -0.5
-        score_mod = pe.score_mod()
+        score_mod = pe.score_mod(ctx)
         if self.use_flex and score_mod is not None and dropout == 0.0:
             return flex_attention(q, k, v, score_mod, scale=scale)
+        if ctx.bias is not None:
+            # (1, H, T, S): a 3-D mask sends the CPU kernel down a path 4x slower
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=ctx.bias[None].to(q.dtype), dropout_p=dropout,
+                                                  scale=scale, enable_gqa=gqa)
         dtype = q.dtype
         q, k = pe.fold(q, k, ctx, scale)  # ALiBi: its bias as one more dimension of q and k
         if k.shape[-1] != hs:

@@ -3,12 +3,14 @@
 A scheme may act at three points, each a no-op by default, so the model never branches on the name:
   1. `embed(x, positions)`: on the token embeddings (learned, sinusoidal);
   2. `rotate(q, k, ctx)`: on queries and keys inside attention (rope);
-  3. on the attention scores (alibi): `score_bias(q_pos, k_pos)` is the definition, `score_mod()`
-     the same bias for FlexAttention, and `fold(q, k, ctx)` the same scores without a T x S mask
-     (an extra dimension of q and k, see Alibi).
-Work that does not depend on the layer (RoPE's cos/sin, the frequencies of a dynamic scaling) is
-done once per forward in `context(q_pos, k_pos, rot_pos, length)` and shared by every layer. Positions are explicit
-integer tensors, so a KV cache, sliding-window evaluation and interpolation all use one code path.
+  3. on the attention scores: `score_bias(q_pos, k_pos)` is the definition, `score_mod(ctx)` the same
+     bias for FlexAttention. ALiBi, linear in the key position, is folded into q and k instead of a
+     T x S mask (`fold(q, k, ctx)`, an extra dimension of q and k); the learned biases (t5, kerple,
+     fire) are built once per forward as a float mask `ctx.mask` (heads, T, S) that SDPA adds.
+Work that does not depend on the layer (RoPE's cos/sin, the frequencies of a dynamic scaling, a
+learned bias) is done once per forward in `context(q_pos, k_pos, rot_pos, length)` and shared by every
+layer. Positions are explicit integer tensors, so a KV cache, sliding-window evaluation and
+interpolation all use one code path.
 
 Embedding scale, the one rule for additive encodings: tokens enter the network as
 embed(idx) * sqrt(d), with RMS init_std * sqrt(d) at init (`token_rms`), and an additive encoding
@@ -61,6 +63,7 @@ class PositionContext:
     k_pos: torch.Tensor  # (S,) every key attended over
     q_angles: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin (T, d/2)
     k_angles: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin of the keys being rotated
+    bias: torch.Tensor | None = None  # (heads, T, S): a learned score bias, -inf on future keys
 
 
 class PositionalEncoding(nn.Module):
@@ -86,7 +89,7 @@ class PositionalEncoding(nn.Module):
         """Additive bias of shape (n_heads, T, S), or None."""
         return None
 
-    def score_mod(self):
+    def score_mod(self, ctx: PositionContext):
         """The bias as a FlexAttention score_mod(score, b, h, q_idx, kv_idx), or None."""
         return None
 
@@ -136,30 +139,42 @@ class Sinusoidal(PositionalEncoding):
         return x + (self.amplitude * sinusoid_table(positions, self.d)).to(x.dtype)
 
 
+def rotary_dims(cfg: ModelConfig) -> int:
+    """Dimensions of each head that RoPE rotates: rotary_fraction of the head, the first ones (GPT-NeoX's
+    partial rotary); the frequencies and scalings are those of a head of that size."""
+    return round(cfg.head_dim * cfg.position.rotary_fraction)
+
+
 @register("rope")
 class Rope(PositionalEncoding):
-    """Rotary embedding of q and k (model/rope.py), with an optional scaling method."""
+    """Rotary embedding of q and k (model/rope.py), with an optional scaling method, on the first
+    `rotary_dims` dimensions of each head (all of them by default); the others carry no position."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
-        self.head_dim, self.theta = cfg.head_dim, cfg.position.theta
+        self.dims, self.theta = rotary_dims(cfg), cfg.position.theta
         self.scaling = with_original_length(cfg)
         self.dynamic = is_dynamic(self.scaling)
-        inv_freq, self.attention_factor = rope_frequencies(self.head_dim, self.theta, self.scaling)
+        inv_freq, self.attention_factor = rope_frequencies(self.dims, self.theta, self.scaling)
         # Not persistent: scaling is chosen at load time and never baked into a checkpoint.
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def context(self, q_pos, k_pos, rot_pos, length):
         inv_freq, factor = self.inv_freq, self.attention_factor
         if self.dynamic:  # frequencies depend on the current length: recompute, never mutate buffers
-            inv_freq, factor = rope_frequencies(self.head_dim, self.theta, self.scaling, seq_len=length,
+            inv_freq, factor = rope_frequencies(self.dims, self.theta, self.scaling, seq_len=length,
                                                 device=q_pos.device)
         k_angles = rope_angles(rot_pos, inv_freq, factor)
         q_angles = k_angles if rot_pos is q_pos else rope_angles(q_pos, inv_freq, factor)
         return PositionContext(q_pos, k_pos, q_angles, k_angles)
 
     def rotate(self, q, k, ctx):
-        return apply_rope(q, *ctx.q_angles), apply_rope(k, *ctx.k_angles)
+        return self.rotate_part(q, ctx.q_angles), self.rotate_part(k, ctx.k_angles)
+
+    def rotate_part(self, x, angles):
+        if self.dims == x.shape[-1]:
+            return apply_rope(x, *angles)
+        return torch.cat([apply_rope(x[..., :self.dims], *angles), x[..., self.dims:]], dim=-1)
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -197,7 +212,7 @@ class Alibi(PositionalEncoding):
         distance = (q_pos[:, None] - k_pos[None, :]).float()  # (T, S)
         return -self.slopes[:, None, None] * distance  # (H, T, S)
 
-    def score_mod(self):
+    def score_mod(self, ctx):
         slopes = self.slopes
 
         def alibi(score, b, h, q_idx, kv_idx):
@@ -212,6 +227,147 @@ class Alibi(PositionalEncoding):
         return torch.cat([q.to(dtype), q_extra], dim=-1), torch.cat([k.to(dtype), k_extra], dim=-1)
 
 
+class LearnedBias(PositionalEncoding):
+    """An encoding whose score bias is a learned function of the query and key positions, per head. It
+    is built once per forward in `context` as ctx.bias, (heads, T, S) with -inf on future keys, and
+    added by SDPA as a float mask (or by FlexAttention, `score_mod`). One set of parameters serves every
+    layer, as T5 shares its bias (Raffel et al., arXiv 1910.10683, section 2.1).
+
+    A bias that depends on the distance i - j only defines `distance_bias`, its values per head for a
+    vector of distances; where the positions are consecutive (training, evaluation, decoding) the
+    T x S mask is then a Toeplitz matrix, built from the T + S - 1 distances it holds."""
+    distance_only = True  # False: the bias also depends on the query position (score_bias overridden)
+
+    def distance_bias(self, distance: torch.Tensor) -> torch.Tensor:
+        """(H, n) bias for n distances i - j >= 0."""
+        raise NotImplementedError
+
+    def score_bias(self, q_pos, k_pos):
+        T, S = len(q_pos), len(k_pos)
+        return self.distance_bias(causal_distance(q_pos, k_pos).flatten()).view(-1, T, S)
+
+    def context(self, q_pos, k_pos, rot_pos, length):
+        return PositionContext(q_pos, k_pos, bias=self.mask(q_pos, k_pos))
+
+    def mask(self, q_pos, k_pos):
+        if self.distance_only and consecutive(q_pos) and consecutive(k_pos):
+            # row t of the mask is the bias at distances d_t, d_t - 1, ..., d_t - S + 1 (d_t = q_pos[t] - k_pos[0]):
+            # a window of the bias of every distance from the smallest to the largest, read backwards
+            T, S = len(q_pos), len(k_pos)
+            distance = torch.arange(int(q_pos[0] - k_pos[-1]), int(q_pos[-1] - k_pos[0]) + 1, device=q_pos.device)
+            values = self.distance_bias(distance.clamp(min=0)).masked_fill(distance < 0, float("-inf"))  # (H, T+S-1)
+            return values.flip(-1).unfold(-1, S, 1).flip(-2)  # (H, T, S), flip copies
+        future = k_pos[None, :] > q_pos[:, None]
+        return self.score_bias(q_pos, k_pos).masked_fill(future, float("-inf"))
+
+    def score_mod(self, ctx):
+        bias = ctx.bias
+
+        def learned_bias(score, b, h, q_idx, kv_idx):
+            return score + bias[h, q_idx, kv_idx]
+        return learned_bias
+
+
+def consecutive(positions: torch.Tensor) -> bool:
+    return len(positions) < 2 or bool((positions.diff() == 1).all())
+
+
+def causal_distance(q_pos, k_pos) -> torch.Tensor:
+    """(T, S) distances i - j of query i to key j, 0 for future keys (which the mask removes)."""
+    return (q_pos[:, None] - k_pos[None, :]).clamp(min=0)
+
+
+def t5_bucket(distance: torch.Tensor, buckets: int, max_distance: int) -> torch.Tensor:
+    """T5's causal relative-position bucket of each distance (Raffel et al., arXiv 1910.10683, section
+    2.1): distances below buckets/2 have a bucket each, longer ones share buckets spaced
+    logarithmically up to max_distance, and every distance beyond falls in the last bucket."""
+    exact = buckets // 2
+    spread = torch.log(distance.float().clamp(min=1) / exact) / math.log(max_distance / exact)
+    far = exact + (spread * (buckets - exact)).long()
+    return torch.where(distance < exact, distance, far.clamp(max=buckets - 1))
+
+
+@register("t5")
+class T5(LearnedBias):
+    """T5's relative bias: one learned scalar per head per distance bucket (t5_bucket), from
+    model.position.buckets and max_distance. The table starts as every weight does (std init_std)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.buckets, self.max_distance = cfg.position.buckets, cfg.position.max_distance
+        self.table = nn.Embedding(self.buckets, cfg.n_heads)
+
+    def distance_bias(self, distance):
+        return self.table(t5_bucket(distance, self.buckets, self.max_distance)).T
+
+
+@register("kerple")
+class Kerple(LearnedBias):
+    """KERPLE's logarithmic kernel (Chi et al., arXiv 2205.09921, KERPLE-log): bias =
+    -r1 * log(1 + r2 * (i - j)) with r1, r2 > 0 per head. As in the paper's code, r1 starts uniform in
+    (0, 2) and r2 in (0, 1), and both are clamped at 0.01 from below. (The paper gives each layer its
+    own r1, r2; here the layers share them, like every score bias in this repo.)"""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.r1 = nn.Parameter(2 * torch.rand(cfg.n_heads))
+        self.r2 = nn.Parameter(torch.rand(cfg.n_heads))
+
+    def distance_bias(self, distance):
+        r1, r2 = (r.clamp(min=0.01)[:, None] for r in (self.r1, self.r2))
+        return -r1 * torch.log1p(r2 * distance.float())
+
+
+@register("fire")
+class Fire(LearnedBias):
+    """FIRE (Li et al., arXiv 2310.04418): bias = f(psi(i - j) / psi(max(L_thr, i))), psi(x) = log(c x + 1),
+    f an MLP from the scalar to one value per head, c and the threshold L_thr learned. Dividing by
+    psi(max(L_thr, i)) keeps f's input in [0, 1] at any length ("progressive interpolation"). Here f has
+    one hidden layer of 32 ReLU units with nn.Linear's default init; c starts at 0.1 and L_thr at the
+    training length, both clamped (c >= 0.001, L_thr >= 1)."""
+    distance_only = False
+    hidden = 32
+    chunk = 1 << 22  # hidden activations per query-row chunk (16 MiB): 16x L stays in memory
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        first, second = nn.Linear(1, self.hidden), nn.Linear(self.hidden, cfg.n_heads)
+        # plain parameters, not nn.Linear modules, so GPT's std init_std init leaves the MLP's init alone
+        self.w1, self.b1 = nn.Parameter(first.weight.data[:, 0].clone()), nn.Parameter(first.bias.data.clone())
+        self.w2, self.b2 = nn.Parameter(second.weight.data.clone()), nn.Parameter(second.bias.data.clone())
+        self.c = nn.Parameter(torch.tensor(0.1))
+        self.threshold = nn.Parameter(torch.tensor(float(cfg.max_seq_len)))
+
+    def score_bias(self, q_pos, k_pos):
+        c, threshold = self.c.clamp(min=1e-3), self.threshold.clamp(min=1.0)
+        f = self.mlp if torch.is_grad_enabled() else self.segments()
+        rows = max(1, self.chunk // (len(k_pos) * self.hidden))
+        out = []
+        for start in range(0, len(q_pos), rows):
+            q = q_pos[start:start + rows]
+            normaliser = torch.log1p(c * torch.maximum(q.float(), threshold))[:, None]
+            out.append(f(torch.log1p(c * causal_distance(q, k_pos).float()) / normaliser))  # (H, rows, S)
+        return torch.cat(out, dim=1)
+
+    def mlp(self, x):
+        return (torch.relu(x[..., None] * self.w1 + self.b1) @ self.w2.T + self.b2).movedim(-1, 0)
+
+    def segments(self):
+        """f without its hidden layer, for evaluation: with one input, f is piecewise linear, affine
+        between the kinks -b1/w1 of its units, so f(x) = slope[s] x + intercept[s] on segment s. The
+        same function as mlp up to float rounding, without a hidden activation per (query, key) pair."""
+        w1, b1 = self.w1, self.b1
+        kinks = (-b1[w1 != 0] / w1[w1 != 0]).sort().values
+        inside = torch.cat([kinks[:1] - 1, (kinks[1:] + kinks[:-1]) / 2, kinks[-1:] + 1]) if len(kinks) else b1[:1] * 0
+        active = (inside[:, None] * w1 + b1 > 0).to(w1.dtype)  # (segments, hidden): the units on in each segment
+        slope, intercept = (active * w1) @ self.w2.T, (active * b1) @ self.w2.T + self.b2  # (segments, H)
+
+        def f(x):
+            s = torch.searchsorted(kinks, x)
+            return slope.T[:, s] * x + intercept.T[:, s]
+        return f
+
+
 def with_original_length(cfg: ModelConfig):
     """The model's RoPE scaling with original_max_position_embeddings filled in (max_seq_len when unset)."""
     scaling = cfg.position.scaling
@@ -222,14 +378,17 @@ def with_original_length(cfg: ModelConfig):
 
 def check(cfg: ModelConfig) -> None:
     """The position section against the registries, once, where a model config is parsed (train.resolve,
-    checkpoint.model_config): a known encoding, and for rope an even head dimension and a valid scaling.
+    checkpoint.model_config): a known encoding, and for rope an even number of rotated dimensions and a valid scaling.
     A UserError naming the key otherwise. The shapes and ranges are ModelConfig.validate's."""
     if cfg.position.type not in ENCODINGS:
         raise UserError(f"model.position.type: unknown encoding {cfg.position.type!r}; "
                         f"choose one of {', '.join(sorted(ENCODINGS))}")
-    if cfg.position.type == "rope" and cfg.head_dim % 2:
-        raise UserError(f"model.position.type=rope needs an even head dimension, got "
-                        f"d_model/n_heads = {cfg.head_dim}")
+    if cfg.position.type == "rope":
+        rotated = cfg.head_dim * cfg.position.rotary_fraction
+        if rotated != rotary_dims(cfg) or rotary_dims(cfg) % 2 or rotary_dims(cfg) < 2:
+            raise UserError(f"model.position.type=rope needs an even head dimension to rotate, got "
+                            f"d_model/n_heads x rotary_fraction = {cfg.head_dim} x "
+                            f"{cfg.position.rotary_fraction:g} = {rotated:g}")
     check_scaling(cfg.position.scaling, "model.position.scaling")
 
 

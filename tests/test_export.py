@@ -38,10 +38,11 @@ def corpus(tmp_path_factory):
     return path, text, Tokenizer(path).encode(text)
 
 
-def make_run(root: Path, tokenizer_model: Path, name: str, position="rope", max_seq_len=128, scaling=None) -> Path:
+def make_run(root: Path, tokenizer_model: Path, name: str, position="rope", max_seq_len=128, scaling=None,
+             rotary_fraction=1.0) -> Path:
     """A run directory as train.py writes it, holding random weights with non-trivial norms."""
     cfg = ModelConfig(vocab_size=VOCAB, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, max_seq_len=max_seq_len,
-                      position=PositionConfig(type=position, scaling=scaling))
+                      position=PositionConfig(type=position, scaling=scaling, rotary_fraction=rotary_fraction))
     torch.manual_seed(0)
     model = GPT(cfg)
     with torch.no_grad():
@@ -145,10 +146,14 @@ def test_export_refuses_learned_positions(corpus, tmp_path):
     assert not (tmp_path / "hf").exists()
 
 
-@pytest.mark.parametrize("case", ["missing", "corrupt", "dynamic-yarn", "dynamic"])
+@pytest.mark.parametrize("case", ["missing", "corrupt", "dynamic-yarn", "dynamic", "partial", "t5"])
 def test_export_errors_are_one_line(case, corpus, tmp_path, capsys):
     run_dir = tmp_path / "missing"
-    if case != "missing":
+    if case == "partial":
+        run_dir = make_run(tmp_path, corpus[0], case, rotary_fraction=0.5)
+    elif case == "t5":
+        run_dir = make_run(tmp_path, corpus[0], case, position="t5")
+    elif case != "missing":
         scaling = {"type": case, "factor": 2.0, "original_max_position_embeddings": L} if "dynamic" in case else None
         run_dir = make_run(tmp_path, corpus[0], case, scaling=scaling)
     if case == "corrupt":
@@ -161,4 +166,9 @@ def test_export_errors_are_one_line(case, corpus, tmp_path, capsys):
     assert err.count("\n") == 1 and err.startswith("error: "), err
     if "dynamic" in case:
         assert f"RoPE scaling '{case}' is not exported" in err and "only static scalings export: ntk" in err
+    if case == "partial":
+        assert "cannot export partial RoPE (model.position.rotary_fraction=0.5)" in err
+    if case == "t5":
+        assert "cannot export a model with 't5' positions" in err
+    if case not in ("missing", "corrupt"):
         assert not (tmp_path / "hf").exists()

@@ -287,6 +287,27 @@ def test_interrupt_keeps_finished_measurements(runs, capsys, tmp_path, monkeypat
     assert (tmp_path / "results.md").exists() and (tmp_path / "ppl_vs_length.png").exists()
 
 
+def test_resume_measures_only_what_the_report_lacks(runs, tmp_path, monkeypatch):
+    out = ["--max-tokens", "128", "--scaling", "none,linear", "--fixed-factors", "", "--out", str(tmp_path)]
+    first = extrapolation.main([str(runs / "runs" / "alibi"), "--lengths", "16,32", *out])
+    measured = []
+    compute = extrapolation.Evaluator.compute
+
+    def counting(self, *args):
+        measured.append(1)
+        return compute(self, *args)
+    monkeypatch.setattr(extrapolation.Evaluator, "compute", counting)
+    rows = extrapolation.main([str(runs / "runs" / "alibi"), str(runs / "runs" / "rope"), "--lengths", "16,32,64",
+                               "--resume", *out])
+    # alibi at 64 and rope at 16, 32, 64 with none and linear (linear is plain rope up to L = 32, measured once)
+    assert [(r["run"], r["scaling"], r["length"]) for r in rows[:2]] == [("alibi", "none", 16), ("alibi", "none", 32)]
+    assert rows[:2] == first and len(rows) == 2 + 1 + 6
+    assert len({(r["run"], r["scaling"], r["length"]) for r in rows}) == len(rows)
+    assert 0 < len(measured) <= 7
+    with pytest.raises(SystemExit):  # another protocol: one line, exit 2
+        extrapolation.main([str(runs / "runs" / "alibi"), "--lengths", "16", "--stride", "8", "--resume", *out])
+
+
 def test_results_md_gives_mean_and_spread_over_seeds_and_buckets_against_nope():
     def fake(run, position, seed, ppl, bucket_losses):
         return {"run": run, "seed": seed, "position": position, "scaling": "none", "factor_rule": None, "factor": None,
@@ -334,6 +355,10 @@ def test_probe_rows_for_every_run_scaling_and_distance(runs, tmp_path):
     assert json.loads((tmp_path / "probes.json").read_text()) == rows
     assert "## Copy" in (tmp_path / "probes.md").read_text()
     assert (tmp_path / "probes.png").read_bytes()[:4] == b"\x89PNG"
+    # --resume probes only runs the report lacks: nothing here, so the rows come back as they were
+    again = probe.main([str(runs / "runs" / "alibi"), "--multiples", "0.5,1,2,8", "--span", "8", "--samples", "2",
+                        "--passkey-samples", "2", "--device", "cpu", "--out", str(tmp_path), "--resume"])
+    assert again == rows
 
 
 class CopyingOracle(torch.nn.Module):

@@ -13,12 +13,16 @@ from model.rope import apply_rope, rope_angles, rope_frequencies
 ALL = sorted(ENCODINGS)
 
 
+BIASES = ["t5", "kerple", "fire"]  # learned score biases, added as a float mask
+
+
 def tiny(position="rope", **kw):
     scaling = kw.pop("scaling", None)
+    fraction = kw.pop("rotary_fraction", 1.0)
     kw.setdefault("n_layers", 2)
     kw.setdefault("max_seq_len", 64)
     cfg = ModelConfig(vocab_size=97, d_model=32, n_heads=4, n_kv_heads=2,
-                      position=PositionConfig(type=position, scaling=scaling), **kw)
+                      position=PositionConfig(type=position, scaling=scaling, rotary_fraction=fraction), **kw)
     torch.manual_seed(0)
     return GPT(cfg).eval()
 
@@ -99,15 +103,17 @@ def test_folded_alibi_equals_the_explicit_bias(T):
     torch.testing.assert_close(got, want, atol=2e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("position", ALL + ["rope-yarn"])
+@pytest.mark.parametrize("position", ALL + ["rope-yarn", "rope-partial"])
 def test_kv_cache_decoding_past_the_training_length_equals_full_forward(position):
     # L = 16 here, decoded to 40 tokens (learned: within its table). Dynamic scalings: the next test.
-    scaling, L, n = None, 16, 40
+    scaling, L, n, fraction = None, 16, 40, 1.0
     if position == "rope-yarn":
         position, scaling = "rope", {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": L}
+    if position == "rope-partial":
+        position, fraction = "rope", 0.5
     if position == "learned":
         L = 64
-    model = tiny(position, scaling=scaling, max_seq_len=L)
+    model = tiny(position, scaling=scaling, max_seq_len=L, rotary_fraction=fraction)
     idx = torch.randint(0, 97, (2, n))
     full, _ = model(idx)
     cache = KVCache(model.cfg.n_layers)
@@ -116,7 +122,7 @@ def test_kv_cache_decoding_past_the_training_length_equals_full_forward(position
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("position", ["rope", "alibi", "nope", "sinusoidal"])
+@pytest.mark.parametrize("position", ["rope", "alibi", "nope", "sinusoidal", *BIASES])
 def test_sliding_kv_cache_equals_a_forward_over_the_window_at_absolute_positions(position):
     # One layer: with more, cached keys of later layers also carry what their tokens saw of
     # tokens that have left the window (as in any rolling KV cache).
@@ -171,10 +177,21 @@ def test_config_errors_name_the_problem():
     from model.positions import check
     with pytest.raises(UserError, match="model.n_heads .4. must be a multiple of model.n_kv_heads .3."):
         ModelConfig(vocab_size=10, n_kv_heads=3).validate()
-    with pytest.raises(UserError, match="unknown encoding 'rotary'.*alibi, learned, nope, rope, sinusoidal"):
+    with pytest.raises(UserError, match="unknown encoding 'rotary'.*alibi, fire, kerple, learned, nope, rope, sinusoidal, t5"):
         check(ModelConfig(vocab_size=10, position=PositionConfig(type="rotary")))
     with pytest.raises(UserError, match="even head dimension"):
         check(ModelConfig(vocab_size=10, d_model=60, n_heads=4, n_kv_heads=2))
+    check(ModelConfig(vocab_size=10, position=PositionConfig(rotary_fraction=0.25)))  # 8 of 32 dims
+    with pytest.raises(UserError, match=r"to rotate, got d_model/n_heads x rotary_fraction = 32 x 0.3 = 9.6"):
+        check(ModelConfig(vocab_size=10, position=PositionConfig(rotary_fraction=0.3)))
+    with pytest.raises(UserError, match=r"32 x 0.03125 = 1"):
+        check(ModelConfig(vocab_size=10, position=PositionConfig(rotary_fraction=1 / 32)))
+    with pytest.raises(UserError, match="model.position.rotary_fraction applies to rope only, not 'alibi'"):
+        ModelConfig(vocab_size=10, position=PositionConfig(type="alibi", rotary_fraction=0.5)).validate()
+    with pytest.raises(UserError, match="model.position.buckets applies to t5 only, not 'rope'"):
+        ModelConfig(vocab_size=10, position=PositionConfig(buckets=16)).validate()
+    with pytest.raises(UserError, match=r"model.position.max_distance must be above buckets / 2 = 16"):
+        ModelConfig(vocab_size=10, position=PositionConfig(type="t5", max_distance=16)).validate()
 
 
 def test_gradients_reach_every_parameter():
@@ -215,3 +232,133 @@ def test_sinusoid_is_sin_at_even_and_cos_at_odd_dimensions():
         angle = pos.float() / 10000.0 ** (2 * j / d)  # Vaswani et al. (arXiv 1706.03762) section 3.5
         torch.testing.assert_close(table[:, 2 * j], angle.sin())
         torch.testing.assert_close(table[:, 2 * j + 1], angle.cos())
+
+
+def test_t5_buckets_match_a_hand_computation():
+    # 32 buckets, max distance 128 (T5's defaults): distances 0-15 exact, then
+    # 16 + floor(log(n / 16) / log(128 / 16) * 16): n = 31 -> 16 + floor(5.09) = 21, 64 -> 16 + floor(10.67) = 26,
+    # 127 -> 16 + floor(15.94) = 31; 128 and beyond: the last bucket, 31.
+    from model.positions import t5_bucket
+    n = torch.tensor([0, 1, 15, 16, 31, 32, 64, 127, 128, 1000])
+    assert t5_bucket(n, 32, 128).tolist() == [0, 1, 15, 16, 21, 21, 26, 31, 31, 31]
+    assert t5_bucket(torch.tensor([3, 4, 7, 8, 100]), 8, 16).tolist() == [3, 4, 5, 6, 7]  # 4 + floor(log(n/4)/log 4 * 4)
+
+
+def test_t5_bias_looks_up_one_scalar_per_head_and_bucket():
+    model = tiny("t5")
+    with torch.no_grad():
+        model.position.table.weight.copy_(torch.arange(32 * 4, dtype=torch.float32).view(32, 4))
+    pos = torch.arange(40)
+    bias = model.position.score_bias(pos, pos)
+    assert bias[2, 35, 5].item() == 20 * 4 + 2  # distance 30: 16 + floor(4.84) = bucket 20, head 2
+    assert bias[0, 7, 7].item() == 0 and bias[3, 9, 1].item() == 8 * 4 + 3
+
+
+def test_kerple_bias_matches_a_hand_computation():
+    model = tiny("kerple")
+    with torch.no_grad():
+        model.position.r1.copy_(torch.tensor([1.5, 0.5, 2.0, -3.0]))  # the last is clamped to 0.01
+        model.position.r2.copy_(torch.tensor([0.2, 1.0, 0.0, 1.0]))  # r2 = 0 is clamped to 0.01 too
+    bias = model.position.score_bias(torch.tensor([10]), torch.tensor([7]))[:, 0, 0]
+    want = [-1.5 * math.log(1 + 0.2 * 3), -0.5 * math.log(4), -2.0 * math.log(1 + 0.01 * 3), -0.01 * math.log(4)]
+    assert bias.tolist() == pytest.approx(want, rel=1e-6)
+
+
+@pytest.mark.parametrize("grad", [True, False])  # training's MLP, evaluation's piecewise-linear segments
+def test_fire_bias_matches_a_hand_computation(grad):
+    model = tiny("fire")  # L = 64
+    pe = model.position
+    with torch.no_grad():
+        pe.c.fill_(0.5)
+        pe.w1.zero_(), pe.b1.zero_(), pe.w2.zero_()
+        pe.w1[:2] = torch.tensor([1.0, -1.0])
+        pe.b1[:2] = torch.tensor([0.0, 0.5])
+        pe.w2[:, :2] = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 3.0], [0.0, 0.0]])
+        pe.b2.copy_(torch.tensor([0.0, 0.0, 0.0, 0.25]))
+
+    def f(x):  # the MLP by hand: hidden units relu(x) and relu(0.5 - x)
+        return [max(x, 0), max(0.5 - x, 0), 2 * max(x, 0) + 3 * max(0.5 - x, 0), 0.25]
+    psi = lambda x: math.log(0.5 * x + 1)  # noqa: E731
+    for i, j in [(10, 4), (100, 0), (100, 99), (5, 5)]:
+        with torch.set_grad_enabled(grad):
+            got = pe.score_bias(torch.tensor([i]), torch.tensor([j]))[:, 0, 0].tolist()
+        assert got == pytest.approx(f(psi(i - j) / psi(max(64, i))), rel=1e-5, abs=1e-7), (i, j)
+
+
+def test_fire_segments_are_the_mlp():
+    model = tiny("fire")
+    pos = torch.arange(500)
+    with torch.no_grad():
+        model.position.w1[:3] = 0  # units with no slope: constant, no kink
+        segments = model.position.score_bias(pos, pos)
+    torch.testing.assert_close(segments, model.position.score_bias(pos, pos).detach(), atol=1e-5, rtol=1e-5)
+
+
+def test_fire_bias_is_the_same_built_in_row_chunks():
+    model = tiny("fire")
+    pos = torch.arange(300)
+    whole = model.position.score_bias(pos, pos)
+    model.position.chunk = 32 * 300 * 7  # 7 query rows a chunk
+    torch.testing.assert_close(model.position.score_bias(pos, pos), whole, atol=0, rtol=0)
+    assert whole.shape == (4, 300, 300)
+
+
+@pytest.mark.parametrize("position", BIASES)
+def test_learned_bias_attention_equals_hand_built_scores(position):
+    model = tiny(position)
+    attn, pe, T = model.blocks[0].attn, model.position, 12
+    torch.manual_seed(1)
+    x = torch.randn(2, T, 32)
+    pos = torch.arange(T)
+    ctx = pe.context(pos, pos, pos, T)
+    got = attn(x, ctx, pe)
+    q = attn.q_proj(x).view(2, T, 4, 8).transpose(1, 2)
+    k = attn.k_proj(x).view(2, T, 2, 8).transpose(1, 2).repeat_interleave(2, dim=1)
+    v = attn.v_proj(x).view(2, T, 2, 8).transpose(1, 2).repeat_interleave(2, dim=1)
+    bias = pe.score_bias(pos, pos)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(8)
+    for i in range(T):
+        for j in range(T):
+            scores[:, :, i, j] += bias[:, i, j] if j <= i else -math.inf
+    want = attn.o_proj((scores.softmax(-1) @ v).transpose(1, 2).reshape(2, T, 32))
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert ctx.bias.shape == (4, T, T) and int(torch.isinf(ctx.bias).sum()) == 4 * T * (T - 1) // 2  # future keys
+
+
+@pytest.mark.parametrize("position", ["t5", "kerple"])
+def test_distance_biases_build_the_mask_from_one_bias_per_distance(position):
+    # consecutive positions: a Toeplitz matrix of the T + S - 1 distances; any other positions: per pair
+    pe = tiny(position).position
+    for q_pos, k_pos in [(torch.arange(10, 15), torch.arange(3, 15)), (torch.arange(7), torch.arange(7)),
+                         (torch.tensor([20]), torch.arange(0, 21)), (torch.tensor([4, 9]), torch.tensor([0, 2, 5, 9]))]:
+        future = k_pos[None, :] > q_pos[:, None]
+        want = pe.score_bias(q_pos, k_pos).masked_fill(future, float("-inf"))
+        torch.testing.assert_close(pe.mask(q_pos, k_pos), want, atol=0, rtol=0)
+    d = torch.tensor([0, 3, 40])
+    torch.testing.assert_close(pe.score_bias(torch.tensor([40]), torch.tensor([40, 37, 0]))[:, 0], pe.distance_bias(d))
+
+
+@torch.no_grad()  # FlexAttention has no CPU backward
+@pytest.mark.parametrize("position", BIASES)
+def test_flex_attention_equals_the_float_mask_for_learned_biases(position):
+    model = tiny(position)
+    idx = torch.randint(0, 97, (2, 48))
+    want, _ = model(idx)
+    model.use_flex_attention(True)
+    got, _ = model(idx)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+def test_partial_rope_rotates_only_the_first_dimensions_with_their_own_frequencies():
+    model = tiny("rope", rotary_fraction=0.5, scaling={"type": "yarn", "factor": 4.0})  # head dim 8: rotates 4
+    pe = model.position
+    want_freq, want_factor = rope_frequencies(4, 10000.0, pe.scaling)  # the scaling acts on the rotated part
+    torch.testing.assert_close(pe.inv_freq, want_freq)
+    assert pe.attention_factor == want_factor
+    torch.manual_seed(0)
+    q, k = torch.randn(1, 4, 5, 8), torch.randn(1, 2, 5, 8)
+    pos = torch.arange(10, 15)
+    rq, rk = pe.rotate(q, k, pe.context(pos, pos, pos, 15))
+    torch.testing.assert_close(rq[..., 4:], q[..., 4:], atol=0, rtol=0)
+    torch.testing.assert_close(rq[..., :4], apply_rope(q[..., :4], *rope_angles(pos, want_freq, want_factor)))
+    torch.testing.assert_close(rk[..., :4], apply_rope(k[..., :4], *rope_angles(pos, want_freq, want_factor)))

@@ -408,3 +408,19 @@ def test_logs_are_plain_lines_when_not_a_terminal(tiny_args, tmp_path):
     result = cli("train.py", *tiny_args, "run.name=plain", "train.max_steps=10", timeout=120)
     assert result.returncode == 0, result.stderr
     assert "step 5/10 | loss" in result.stdout and "\r" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("position", ["t5", "kerple", "fire"])
+def test_learned_bias_runs_train_generate_400_tokens_past_L_and_evaluate_at_4x(position, tiny_args, tmp_path, capsys):
+    from eval import extrapolation
+    train.main(tiny_args + [f"run.name={position}", f"model.position.type={position}", "train.max_steps=10"])
+    run = tmp_path / position
+    model = load_model(run)
+    assert isinstance(model.position, ENCODINGS[position])
+    assert len(list(generate_tokens(model, [1, 40, 41], 400, seed=1))) == 400  # to position 403, L = 64
+    capsys.readouterr()
+    generate.main([str(run), "--prompt", "KING:", "--max-new-tokens", "400", "--seed", "1"])
+    assert len(capsys.readouterr().out) > 400
+    rows = extrapolation.main([str(run), "--lengths", "64,256", "--max-tokens", "512", "--out", str(tmp_path / "eval")])
+    ppl = {r["length"]: r["ppl"] for r in rows}
+    assert set(ppl) == {64, 256} and all(math.isfinite(p) and 1 < p < 512 for p in ppl.values())

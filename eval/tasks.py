@@ -18,7 +18,7 @@ at a length pools its bands. Every run sees the same sequences (a fixed seed).
 A run has learned a task when its accuracy at L (no scaling, or its own) is at least 90%; results.md
 marks the rows of a task a run has not learned. Writes results.json (one row per run, scaling, task,
 length and band; rewritten after each measurement), results.md (mean ± sd over seeds) and plots:
-accuracy_vs_length.png, accuracy_vs_distance.png and training.png (validation accuracy by step).
+accuracy_vs_length.png, accuracy_vs_distance.png, training.json and training.png (validation accuracy by step).
 """
 from __future__ import annotations
 
@@ -237,30 +237,39 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def training_curves(runs: list[Run]) -> dict[str, dict[str, dict[int, list[float]]]]:
-    """{task: {run: {step: [validation accuracy per seed]}}} from the metrics.jsonl of the runs trained
-    from scratch (fine-tunes count their own steps)."""
-    out: dict[str, dict[str, dict[int, list[float]]]] = {}
+def training_rows(runs: list[Run]) -> list[dict]:
+    """{task, run, seed, step, accuracy} for every validation answer accuracy in the metrics.jsonl of
+    the runs trained from scratch (fine-tunes count their own steps)."""
+    out = []
     for run in runs:
         if run.continued:
             continue
         for row in read_metrics(run.path):
             for key, value in row.items():
                 if key.startswith("val_acc_"):
-                    task = key.removeprefix("val_acc_")
-                    out.setdefault(task, {}).setdefault(run.name, {}).setdefault(row["step"], []).append(value)
+                    out.append({"task": key.removeprefix("val_acc_"), "run": run.name, "seed": run.seed,
+                                "step": row["step"], "accuracy": value})
     return out
 
 
-def write_report(rows: list[dict], training: dict, out: Path, plots: bool = True) -> None:
-    """results.json, results.md and (with plots) the plots; `training` is training_curves' result."""
+def training_curves(training: list[dict]) -> dict[str, dict[str, dict[int, list[float]]]]:
+    """{task: {run: {step: [accuracy per seed]}}} from training_rows."""
+    out: dict[str, dict[str, dict[int, list[float]]]] = {}
+    for r in training:
+        out.setdefault(r["task"], {}).setdefault(r["run"], {}).setdefault(r["step"], []).append(r["accuracy"])
+    return out
+
+
+def write_report(rows: list[dict], training: list[dict], out: Path, plots: bool = True) -> None:
+    """results.json, results.md, training.json (training_rows) and (with plots) the plots."""
     # a row per line: a three-seed report has thousands of rows
     atomic_write_text(out / "results.json", "[\n" + ",\n".join(json.dumps(r, allow_nan=False) for r in rows) + "\n]\n")
+    atomic_write_text(out / "training.json", "[\n" + ",\n".join(json.dumps(r, allow_nan=False) for r in training) + "\n]\n")
     atomic_write_text(out / "results.md", markdown(rows))
     if plots:
         from eval.plots import plot_task_accuracy, plot_task_training
         plot_task_accuracy(curves(rows, "length"), curves(rows, "distance"), learned(rows), out)
-        plot_task_training(training, out / "training.png")
+        plot_task_training(training_curves(training), out / "training.png")
 
 
 # ----------------------------------------------------------------------------- command line
@@ -287,7 +296,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                              "(add seeds to a report, or finish an interrupted evaluation)")
     args = parser.parse_args(argv)
     rows: list[dict] = []
-    training: dict = {}
+    training: list[dict] = []
 
     def work():
         methods, fixed_factors = parse_scalings(args.scaling), parse_factors(args.fixed_factors)
@@ -299,13 +308,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
         if args.out.exists() and not args.out.is_dir():
             raise UserError(f"--out {args.out} is a file, not a folder")
         runs = read_runs(args.runs, tasks=True)
-        training.update(training_curves(runs))  # read before measuring: a broken metrics.jsonl stops it now
+        training.extend(training_rows(runs))  # read before measuring: a broken metrics.jsonl stops it now
         for run in runs:
             run.train_length = base_length(run)
         jobs = [(m, task) for run in runs
                 for m in plan(run, methods, lengths or [round(k * run.train_length) for k in multiples], fixed_factors)
                 for task in task_names(run.data.source)]
         if args.resume:
+            given = {(run.name, run.seed) for run in runs}
+            training[:0] = [r for r in previous_rows(args.out / "training.json", "eval.tasks training", "accuracy")
+                            if (r["run"], r["seed"]) not in given]
             rows.extend(task_rows(args.out / "results.json"))
             done = {measurement_key(r) for r in rows}
             jobs = [(m, task) for m, task in jobs if measurement_key(job_row(m, task)) not in done]
@@ -320,7 +332,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     keep_finished(work, rows, args.out, lambda: write_report(rows, training, args.out))
     write_report(rows, training, args.out)
     print(markdown(rows))
-    print(f"wrote {args.out}/results.json, results.md, accuracy_vs_length.png, accuracy_vs_distance.png, training.png")
+    print(f"wrote {args.out}/results.json, results.md, training.json, accuracy_vs_length.png, accuracy_vs_distance.png, "
+          "training.png")
     return rows
 
 

@@ -227,6 +227,11 @@ def test_resume_measures_only_what_the_report_lacks(task_runs, tmp_path, capsys)
     both = eval_tasks.main([str(task_runs / "rope"), str(task_runs / "learned"), *common, "--resume"])
     assert both[:len(first)] == first  # kept as they were
     assert {r["run"] for r in both[len(first):]} == {"learned"}  # only the new run measured
+    # the training curves of a run not given again are kept from training.json
+    eval_tasks.main([str(task_runs / "learned"), *common, "--resume"])
+    training = json.loads((tmp_path / "training.json").read_text())
+    assert {r["run"] for r in training} == {"rope", "learned"} and all(0 <= r["accuracy"] <= 1 for r in training)
+    assert len(training) == len({(r["task"], r["run"], r["seed"], r["step"]) for r in training})
     again = eval_tasks.main([str(task_runs / "rope"), str(task_runs / "learned"), *common, "--resume"])
     assert again == both
     older = [{k: v for k, v in r.items() if k != "run_length"} for r in both]  # rows of an older eval.tasks

@@ -1,5 +1,6 @@
 """The GPU paths against the reference paths, on CUDA (skipped, with the reason, on a machine without it;
-`make gpu-report` runs them on one): FlexAttention against ALiBi folded into q and k, cached decoding
+`make gpu-report` runs them on one): FlexAttention against ALiBi folded into q and k and against the
+learned biases' float mask, cached decoding
 against a full forward pass, torch.compile against eager, bf16 autocast against float32, fused
 AdamW against the loop implementation. The CPU versions of the first two are in tests/test_model.py."""
 import pytest
@@ -13,7 +14,7 @@ from model.gpt import GPT
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason="no CUDA device: the GPU path tests run on a CUDA machine (make gpu-report)")
 CUDA = torch.device("cuda")
-ENCODINGS = ["learned", "sinusoidal", "rope", "alibi", "nope"]
+ENCODINGS = ["learned", "sinusoidal", "rope", "alibi", "nope", "t5", "kerple", "fire"]
 
 
 def model_on_cuda(position="rope", scaling=None, max_seq_len=64, flex=False, **kw):
@@ -34,11 +35,13 @@ def grads(model):
     return {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
 
 
-def test_flex_attention_equals_the_folded_path_forward_and_backward():
+@pytest.mark.parametrize("position", ["alibi", "t5", "kerple", "fire"])
+def test_flex_attention_equals_the_sdpa_path_forward_and_backward(position):
+    # ALiBi: against its bias folded into q and k; the learned biases: against their float mask
     x, y = batch()
     results = []
     for flex in (False, True):
-        model = model_on_cuda("alibi", flex=flex)
+        model = model_on_cuda(position, flex=flex)
         logits, loss = model(x, y)
         loss.backward()
         results.append((logits.detach(), grads(model)))

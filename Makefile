@@ -33,7 +33,8 @@ test: install
 
 # The study behind the README's results: eight encodings and three RoPE variants (half the head
 # rotated, base 1e5, base 1e6) trained alike (configs/study.yaml, L = 128) for each of SEEDS seeds;
-# the RoPE run extended to 4x with PI, with YaRN, and without scaling (the control); everything
+# the RoPE run extended to 4x with PI, with YaRN, and without scaling (the control); RoPE and ALiBi
+# trained with randomized positions, RoPE with PoSE, and RoPE continued with PoSE; everything
 # evaluated at 1x-16x on held-out plays, plus the context-use probes.
 # `make -j2 extrapolation SEEDS=3 THREADS=1` trains two seeds at once, one core each.
 # RESUME=1 keeps the rows already in the report and measures only the runs and seeds it lacks.
@@ -50,9 +51,15 @@ VARIANTS := rope-half:model.position.rotary_fraction=0.5 rope-base1e5:model.posi
 	rope-base1e6:model.position.theta=1e6
 RESUME ?=
 EVAL_RESUME := $(if $(RESUME),--resume)
+# Training positions (train.positions): randomized over 16x L (every evaluated length), PoSE to 4x L,
+# and PoSE continuing the RoPE run at the 4x fine-tunes' steps and tokens (L-token windows, 4x the batch)
+RANDOMIZED ?= {type: randomized, max_position: 2048}
+POSE ?= {type: pose, max_position: 512}
+POSE_CONTINUE ?= model.max_seq_len=128 train.batch_size=32
+POSITION_RUNS := rope-randomized alibi-randomized rope-pose rope-pose-continued
 EXTENSIONS := rope-pi rope-yarn rope-continued
 SEED_NUMBERS := $(shell seq 1 $(SEEDS))
-STUDY_RUNS := $(foreach s,$(SEED_NUMBERS),$(addprefix $(STUDY)/seed$(s)/,$(ENCODINGS) $(foreach v,$(VARIANTS),$(firstword $(subst :, ,$(v)))) $(EXTENSIONS)))
+STUDY_RUNS := $(foreach s,$(SEED_NUMBERS),$(addprefix $(STUDY)/seed$(s)/,$(ENCODINGS) $(foreach v,$(VARIANTS),$(firstword $(subst :, ,$(v)))) $(EXTENSIONS) $(POSITION_RUNS)))
 RUN_PY := $(if $(THREADS),OMP_NUM_THREADS=$(THREADS)) $(PY)
 
 study-seed%: install
@@ -68,6 +75,15 @@ study-seed%: install
 		train.init_from=$(STUDY)/seed$*/rope run.name=rope-yarn $(DATA_OVERRIDE) --resume
 	$(RUN_PY) train.py --config $(EXTEND_CONFIG) run.out_dir=$(STUDY)/seed$* run.seed=$* \
 		train.init_from=$(STUDY)/seed$*/rope run.name=rope-continued model.position.scaling=null $(DATA_OVERRIDE) --resume
+	$(RUN_PY) train.py --config $(STUDY_CONFIG) run.out_dir=$(STUDY)/seed$* run.seed=$* run.name=rope-randomized \
+		"train.positions=$(RANDOMIZED)" $(DATA_OVERRIDE) --resume
+	$(RUN_PY) train.py --config $(STUDY_CONFIG) run.out_dir=$(STUDY)/seed$* run.seed=$* run.name=alibi-randomized \
+		model.position.type=alibi "train.positions=$(RANDOMIZED)" $(DATA_OVERRIDE) --resume
+	$(RUN_PY) train.py --config $(STUDY_CONFIG) run.out_dir=$(STUDY)/seed$* run.seed=$* run.name=rope-pose \
+		"train.positions=$(POSE)" $(DATA_OVERRIDE) --resume
+	$(RUN_PY) train.py --config $(EXTEND_CONFIG) run.out_dir=$(STUDY)/seed$* run.seed=$* \
+		train.init_from=$(STUDY)/seed$*/rope run.name=rope-pose-continued model.position.scaling=null $(POSE_CONTINUE) \
+		"train.positions=$(POSE)" $(DATA_OVERRIDE) --resume
 
 STUDY_REPORT ?= reports/extrapolation
 extrapolation: study-eval study-probe
@@ -96,7 +112,9 @@ GPU_DATA ?= ../shared/corpora/gutenberg
 extrapolation-gpu:
 	$(MAKE) extrapolation SEEDS=2 STUDY=runs/study-gpu STUDY_CONFIG=configs/study-gpu.yaml \
 		EXTEND_CONFIG=configs/extend-4x-gpu.yaml STUDY_LENGTHS=256,512,1024,2048,4096 \
-		STUDY_REPORT=reports/extrapolation-gpu DATA_OVERRIDE="data.source=$(GPU_DATA)"
+		STUDY_REPORT=reports/extrapolation-gpu DATA_OVERRIDE="data.source=$(GPU_DATA)" \
+		RANDOMIZED="{type: randomized, max_position: 4096}" POSE="{type: pose, max_position: 1024}" \
+		POSE_CONTINUE="model.max_seq_len=256 train.batch_size=128"
 
 # Every GPU report in one command, on a CUDA machine: the CUDA path tests, the benchmark with its peer,
 # the GPU study and one epoch of configs/minimind-26m.yaml.

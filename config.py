@@ -254,6 +254,26 @@ class ModelConfig:
 
 
 @dataclass
+class TrainPositions:
+    """The positions each training sequence gets (data/positions.py); evaluation and generation always
+    use contiguous positions 0, 1, ..."""
+    type: Literal["contiguous", "randomized", "pose"] = "contiguous"
+    max_position: int | None = None  # randomized, pose: positions drawn below it (pose: the target length)
+    chunks: int = 2  # pose: chunks of the window, each shifted by its own skip (the PoSE paper's default)
+
+    def validate(self) -> None:
+        if self.type == "contiguous":
+            check(self.max_position is None, "train.positions.max_position", "null for contiguous positions",
+                  self.max_position)
+        elif self.max_position is None:
+            raise UserError(f"train.positions: {self.type} positions need max_position (the largest position + 1, "
+                            f"e.g. {{type: {self.type}, max_position: 1024}})")
+        check(self.chunks >= 1, "train.positions.chunks", ">= 1", self.chunks)
+        if self.chunks != 2 and self.type != "pose":
+            raise UserError(f"train.positions.chunks applies to pose only, not {self.type!r}")
+
+
+@dataclass
 class TrainConfig:
     batch_size: int = 16  # sequences per micro-step (per process)
     grad_accum: int = 1  # micro-steps per optimizer step, split across DDP processes
@@ -272,6 +292,7 @@ class TrainConfig:
     ckpt_every: int = 200
     keep_checkpoints: int = 1  # the newest N checkpoints are kept, plus the best-validation weights
     init_from: str | None = None  # a run directory to start from (context-extension fine-tuning)
+    positions: TrainPositions = field(default_factory=TrainPositions)
 
     def validate(self) -> None:
         for key in ("batch_size", "grad_accum", "max_steps", "log_every", "eval_every", "ckpt_every", "eval_tokens",
@@ -287,6 +308,7 @@ class TrainConfig:
             check(0 <= getattr(self, key) < math.inf, f"train.{key}", "a finite number >= 0", getattr(self, key))
         check(self.init_from is None or bool(self.init_from), "train.init_from", "a run directory or null",
               self.init_from)
+        self.positions.validate()
 
 
 @dataclass
@@ -308,6 +330,10 @@ class Config:
             raise UserError(f"model.vocab_size ({self.model.vocab_size}) differs from data.vocab_size "
                             f"({self.data.vocab_size}); set data.vocab_size only")
         self.model.validate()
+        p = self.train.positions
+        if p.max_position is not None and p.max_position < self.model.max_seq_len:
+            raise UserError(f"train.positions.max_position ({p.max_position}) must be at least model.max_seq_len "
+                            f"({self.model.max_seq_len}): a sequence needs that many distinct positions")
         return self
 
 

@@ -54,8 +54,10 @@ from config import (
     to_dict,
 )
 from data import TaskData, TokenData, open_data
+from data.positions import sample_positions
 from device import autocast, keep_freed_host_memory, pick_device
 from model.gpt import GPT, make_optimizer
+from model.positions import build_position
 from model.positions import check as check_model
 
 
@@ -65,6 +67,11 @@ def resolve(cfg: Config, resume: bool = False) -> Config:
     rounded to the process count, and the decay length (kept from the run when resuming)."""
     cfg.resolve()
     check_model(cfg.model)  # names a bad encoding or scaling key before asking for the original length
+    limit = build_position(cfg.model).max_positions
+    top = cfg.train.positions.max_position
+    if top is not None and limit is not None and top > limit:
+        raise UserError(f"train.positions: {cfg.train.positions.type} positions reach {top - 1}, but "
+                        f"{cfg.model.position.type} positions stop at {limit - 1} (model.max_seq_len)")
     scaling, t = cfg.model.position.scaling, cfg.train
     if scaling is not None and scaling.original_max_position_embeddings is None:
         if t.init_from is None:
@@ -106,11 +113,12 @@ def flatten(tree: dict, prefix: str = "") -> dict:
 
 def resume_changes(run_dir: Path, cfg: Config) -> dict:
     """{key: [saved, new]} for the keys in which `cfg` differs from the run's config.yaml. A resumed run
-    may change how it trains, logs and checkpoints, never its model, its data or its seed."""
+    may change how it trains, logs and checkpoints, never its model, its data, its positions or its seed."""
     saved = read_run_config(run_dir)
     old, new = flatten(saved if isinstance(saved, dict) else {}), flatten(to_dict(cfg))
     changes = {k: [old[k], v] for k, v in new.items() if k in old and old[k] != v}  # older runs lack new keys
-    refused = [k for k in changes if k == "run.seed" or (k.startswith(("model.", "data.")) and k != "data.cache_dir")]
+    refused = [k for k in changes if k == "run.seed" or k.startswith("train.positions.")
+               or (k.startswith(("model.", "data.")) and k != "data.cache_dir")]
     if refused:
         raise UserError(f"cannot resume {run_dir} with a different {', '.join(refused)} "
                           f"({'; '.join(f'{changes[k][0]!r} -> {changes[k][1]!r}' for k in refused)}): "
@@ -374,13 +382,17 @@ def train_step(s: Session, p: Progress, step: int) -> float:
     for micro in range(micro_steps):
         x, y = s.train_data.batch(t.batch_size, s.cfg.model.max_seq_len, s.cfg.run.seed, step, micro, micro_steps,
                                   s.rank, s.world)
+        positions = sample_positions(t.positions, t.batch_size, s.cfg.model.max_seq_len, s.cfg.run.seed, step, micro,
+                                     micro_steps, s.rank, s.world)  # None: contiguous
         if s.device.type == "cuda":
             x, y = x.pin_memory().to(s.device, non_blocking=True), y.pin_memory().to(s.device, non_blocking=True)
         elif s.device.type != "cpu":
             x, y = x.to(s.device), y.to(s.device)
+        if positions is not None:
+            positions = positions.to(s.device)
         sync = contextlib.nullcontext() if not s.ddp or micro == micro_steps - 1 else s.train_model.no_sync()
         with sync, autocast(s.device):
-            _, loss = s.train_model(x, y)
+            _, loss = s.train_model(x, y, positions=positions)
         (loss / micro_steps).backward()
         p.loss_sum += loss.detach() / micro_steps
     if t.grad_clip > 0:

@@ -28,17 +28,16 @@ class KVCache:
     def __init__(self, n_layers: int):
         self.keys: list[torch.Tensor | None] = [None] * n_layers
         self.values: list[torch.Tensor | None] = [None] * n_layers
-        self.positions: torch.Tensor | None = None  # (S,) absolute positions of the cached tokens
+        self.positions: torch.Tensor | None = None  # (S,) or (B, S) absolute positions of the cached tokens
 
     def __len__(self) -> int:
-        return 0 if self.positions is None else len(self.positions)
-
-    def next_position(self) -> int:
-        return 0 if self.positions is None else int(self.positions[-1]) + 1
+        return 0 if self.positions is None else self.positions.shape[-1]
 
     def extend(self, positions: torch.Tensor) -> torch.Tensor:
         """Add the positions of the tokens of this forward pass (once, before the layers); returns all."""
-        self.positions = positions if self.positions is None else torch.cat([self.positions, positions])
+        if self.positions is not None and self.positions.dim() != positions.dim():  # (S,) cache, (B, T) new
+            self.positions = self.positions.expand(*positions.shape[:-1], -1)
+        self.positions = positions if self.positions is None else torch.cat([self.positions, positions], dim=-1)
         return self.positions
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
@@ -52,7 +51,7 @@ class KVCache:
         if len(self) > n:
             self.keys = [k[..., -n:, :] for k in self.keys]
             self.values = [v[..., -n:, :] for v in self.values]
-            self.positions = self.positions[-n:]
+            self.positions = self.positions[..., -n:]
 
 
 _flex_attention = None
@@ -82,6 +81,12 @@ def flex_attention(q, k, v, score_mod, scale):
     mask = causal_block_mask(q.shape[-2], k.shape[-2], q.device)
     return _flex_attention(q, k, v, score_mod=score_mod, block_mask=mask, scale=scale,
                            enable_gqa=k.shape[1] != q.shape[1])
+
+
+def causal_mask(q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+    """True where a query may see a key: (T, S), or (B, 1, T, S) for per-sequence positions."""
+    mask = k_pos[..., None, :] <= q_pos[..., :, None]
+    return mask if mask.dim() == 2 else mask[:, None]
 
 
 class Attention(nn.Module):
@@ -119,14 +124,15 @@ class Attention(nn.Module):
         if self.use_flex and score_mod is not None and dropout == 0.0:
             return flex_attention(q, k, v, score_mod, scale=scale)
         if ctx.bias is not None:
-            # (1, H, T, S): a 3-D mask sends the CPU kernel down a path 4x slower
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=ctx.bias[None].to(q.dtype), dropout_p=dropout,
+            # (1 or B, H, T, S): a 3-D mask sends the CPU kernel down a path 4x slower
+            bias = ctx.bias if ctx.bias.dim() == 4 else ctx.bias[None]
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=dropout,
                                                   scale=scale, enable_gqa=gqa)
         dtype = q.dtype
         q, k = pe.fold(q, k, ctx, scale)  # ALiBi: its bias as one more dimension of q and k
         if k.shape[-1] != hs:
             v = F.pad(v.to(k.dtype), (0, k.shape[-1] - hs))  # SDPA wants one head size; the pad is cut below
-        mask = None if T == S else ctx.k_pos[None, :] <= ctx.q_pos[:, None]  # (T, S): queries are the last T
+        mask = None if T == S else causal_mask(ctx.q_pos, ctx.k_pos)  # queries are the last T
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, dropout_p=dropout,
                                            scale=scale, enable_gqa=gqa)
         return y[..., :hs].to(dtype)

@@ -82,14 +82,17 @@ class GPT(nn.Module):
     def forward(self, idx, targets=None, positions=None, cache: KVCache | None = None, last_only=False):
         """idx (B, T) token ids -> logits (B, T, vocab) [or (B, 1, vocab) with last_only], loss.
 
-        positions (T,) default to the next positions after the cache (0, 1, ... without one). The
-        cache may be a sliding window (KVCache.trim): its positions stay absolute.
+        positions (T,), or (B, T) to give each sequence its own (train.positions), default to the next
+        positions after the cache (0, 1, ... without one). The cache may be a sliding window
+        (KVCache.trim): its positions stay absolute.
         """
         B, T = idx.shape
-        start = cache.next_position() if cache is not None else 0
+        end = T  # the last position + 1, known without reading the positions back in the common case
         if positions is None:
-            positions = torch.arange(start, start + T, device=idx.device)
-            end = start + T
+            positions = torch.arange(T, device=idx.device)
+            if cache is not None and len(cache):
+                positions = positions + cache.positions[..., -1:] + 1  # after each sequence's last position
+                end = int(positions.max()) + 1
         else:
             end = int(positions.max()) + 1
         limit = self.position.max_positions

@@ -59,11 +59,11 @@ class PositionContext:
     """What every layer of one forward pass shares: query and key positions, and for RoPE the cos
     and sin of the queries and of the keys that get rotated (all keys, or only the new ones when a
     static RoPE caches rotated keys)."""
-    q_pos: torch.Tensor  # (T,)
-    k_pos: torch.Tensor  # (S,) every key attended over
-    q_angles: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin (T, d/2)
+    q_pos: torch.Tensor  # (T,), or (B, T) where each sequence has its own positions
+    k_pos: torch.Tensor  # (S,) or (B, S): every key attended over
+    q_angles: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin (T, d/2) or (B, 1, T, d/2)
     k_angles: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin of the keys being rotated
-    bias: torch.Tensor | None = None  # (heads, T, S): a learned score bias, -inf on future keys
+    bias: torch.Tensor | None = None  # (heads, T, S) or (B, heads, T, S): a learned score bias, -inf on future keys
 
 
 class PositionalEncoding(nn.Module):
@@ -121,7 +121,7 @@ class Learned(PositionalEncoding):
 def sinusoid_table(positions: torch.Tensor, d: int) -> torch.Tensor:
     """(T, d) table of Vaswani et al. (arXiv 1706.03762): sin at even dims, cos at odd dims."""
     inv_freq = 10000.0 ** (-torch.arange(0, d, 2, device=positions.device, dtype=torch.float32) / d)
-    angles = positions.float()[:, None] * inv_freq[None, :]
+    angles = positions.float()[..., None] * inv_freq
     return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)[:, :d]
 
 
@@ -164,8 +164,8 @@ class Rope(PositionalEncoding):
         if self.dynamic:  # frequencies depend on the current length: recompute, never mutate buffers
             inv_freq, factor = rope_frequencies(self.dims, self.theta, self.scaling, seq_len=length,
                                                 device=q_pos.device)
-        k_angles = rope_angles(rot_pos, inv_freq, factor)
-        q_angles = k_angles if rot_pos is q_pos else rope_angles(q_pos, inv_freq, factor)
+        k_angles = per_head(rope_angles(rot_pos, inv_freq, factor))
+        q_angles = k_angles if rot_pos is q_pos else per_head(rope_angles(q_pos, inv_freq, factor))
         return PositionContext(q_pos, k_pos, q_angles, k_angles)
 
     def rotate(self, q, k, ctx):
@@ -175,6 +175,11 @@ class Rope(PositionalEncoding):
         if self.dims == x.shape[-1]:
             return apply_rope(x, *angles)
         return torch.cat([apply_rope(x[..., :self.dims], *angles), x[..., self.dims:]], dim=-1)
+
+
+def per_head(angles):
+    """cos and sin of per-sequence positions, (B, T, d/2), as (B, 1, T, d/2) for q and k of shape (B, H, T, d)."""
+    return angles if angles[0].dim() == 2 else tuple(a.unsqueeze(1) for a in angles)
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -209,21 +214,28 @@ class Alibi(PositionalEncoding):
         self.register_buffer("slopes", alibi_slopes(cfg.n_heads), persistent=False)
 
     def score_bias(self, q_pos, k_pos):
-        distance = (q_pos[:, None] - k_pos[None, :]).float()  # (T, S)
-        return -self.slopes[:, None, None] * distance  # (H, T, S)
+        distance = (q_pos[..., :, None] - k_pos[..., None, :]).float()  # (T, S) or (B, T, S)
+        return -self.slopes[:, None, None] * distance.unsqueeze(-3)  # (H, T, S) or (B, H, T, S)
 
     def score_mod(self, ctx):
         slopes = self.slopes
+        if ctx.q_pos.dim() == 2:  # per-sequence positions: the distance is not the index difference
+            q_pos, k_pos = ctx.q_pos, ctx.k_pos
+
+            def alibi_at(score, b, h, q_idx, kv_idx):
+                return score - slopes[h] * (q_pos[b, q_idx] - k_pos[b, kv_idx])
+            return alibi_at
 
         def alibi(score, b, h, q_idx, kv_idx):
-            return score - slopes[h] * (q_idx - kv_idx)
+            return score - slopes[h] * (q_idx - kv_idx)  # the distance up to a constant per query row
         return alibi
 
     def fold(self, q, k, ctx, scale):
         B, H, T, _ = q.shape
         dtype = torch.promote_types(q.dtype, torch.float32)  # bf16 could not hold slope x position
         q_extra = (self.slopes / scale).to(dtype).view(1, H, 1, 1).expand(B, H, T, 1)
-        k_extra = ctx.k_pos.to(dtype).view(1, 1, -1, 1).expand(B, k.shape[1], -1, 1)
+        k_pos = ctx.k_pos if ctx.k_pos.dim() == 2 else ctx.k_pos[None]  # (1 or B, S)
+        k_extra = k_pos.to(dtype)[:, None, :, None].expand(B, k.shape[1], -1, 1)
         return torch.cat([q.to(dtype), q_extra], dim=-1), torch.cat([k.to(dtype), k_extra], dim=-1)
 
 
@@ -243,28 +255,30 @@ class LearnedBias(PositionalEncoding):
         raise NotImplementedError
 
     def score_bias(self, q_pos, k_pos):
-        T, S = len(q_pos), len(k_pos)
-        return self.distance_bias(causal_distance(q_pos, k_pos).flatten()).view(-1, T, S)
+        distance = causal_distance(q_pos, k_pos)  # (T, S) or (B, T, S)
+        bias = self.distance_bias(distance.flatten()).view(-1, *distance.shape)  # (H, [B,] T, S)
+        return bias if distance.dim() == 2 else bias.transpose(0, 1)
 
     def context(self, q_pos, k_pos, rot_pos, length):
         return PositionContext(q_pos, k_pos, bias=self.mask(q_pos, k_pos))
 
     def mask(self, q_pos, k_pos):
-        if self.distance_only and consecutive(q_pos) and consecutive(k_pos):
+        if self.distance_only and q_pos.dim() == 1 and consecutive(q_pos) and consecutive(k_pos):
             # row t of the mask is the bias at distances d_t, d_t - 1, ..., d_t - S + 1 (d_t = q_pos[t] - k_pos[0]):
             # a window of the bias of every distance from the smallest to the largest, read backwards
             T, S = len(q_pos), len(k_pos)
             distance = torch.arange(int(q_pos[0] - k_pos[-1]), int(q_pos[-1] - k_pos[0]) + 1, device=q_pos.device)
             values = self.distance_bias(distance.clamp(min=0)).masked_fill(distance < 0, float("-inf"))  # (H, T+S-1)
             return values.flip(-1).unfold(-1, S, 1).flip(-2)  # (H, T, S), flip copies
-        future = k_pos[None, :] > q_pos[:, None]
+        future = (k_pos[..., None, :] > q_pos[..., :, None]).unsqueeze(-3)  # (1, T, S) or (B, 1, T, S)
         return self.score_bias(q_pos, k_pos).masked_fill(future, float("-inf"))
 
     def score_mod(self, ctx):
-        bias = ctx.bias
+        bias = ctx.bias if ctx.bias.dim() == 4 else ctx.bias[None]  # (1 or B, H, T, S)
+        last = bias.shape[0] - 1  # 0: one mask for every sequence
 
         def learned_bias(score, b, h, q_idx, kv_idx):
-            return score + bias[h, q_idx, kv_idx]
+            return score + bias[torch.clamp(b, max=last), h, q_idx, kv_idx]
         return learned_bias
 
 
@@ -273,8 +287,8 @@ def consecutive(positions: torch.Tensor) -> bool:
 
 
 def causal_distance(q_pos, k_pos) -> torch.Tensor:
-    """(T, S) distances i - j of query i to key j, 0 for future keys (which the mask removes)."""
-    return (q_pos[:, None] - k_pos[None, :]).clamp(min=0)
+    """(T, S) (or (B, T, S)) distances i - j of query i to key j, 0 for future keys (which the mask removes)."""
+    return (q_pos[..., :, None] - k_pos[..., None, :]).clamp(min=0)
 
 
 def t5_bucket(distance: torch.Tensor, buckets: int, max_distance: int) -> torch.Tensor:
@@ -341,13 +355,14 @@ class Fire(LearnedBias):
     def score_bias(self, q_pos, k_pos):
         c, threshold = self.c.clamp(min=1e-3), self.threshold.clamp(min=1.0)
         f = self.mlp if torch.is_grad_enabled() else self.segments()
-        rows = max(1, self.chunk // (len(k_pos) * self.hidden))
+        rows = max(1, self.chunk // (k_pos.numel() * self.hidden))
         out = []
-        for start in range(0, len(q_pos), rows):
-            q = q_pos[start:start + rows]
-            normaliser = torch.log1p(c * torch.maximum(q.float(), threshold))[:, None]
-            out.append(f(torch.log1p(c * causal_distance(q, k_pos).float()) / normaliser))  # (H, rows, S)
-        return torch.cat(out, dim=1)
+        for start in range(0, q_pos.shape[-1], rows):
+            q = q_pos[..., start:start + rows]
+            normaliser = torch.log1p(c * torch.maximum(q.float(), threshold))[..., None]
+            out.append(f(torch.log1p(c * causal_distance(q, k_pos).float()) / normaliser))  # (H, [B,] rows, S)
+        bias = torch.cat(out, dim=-2)
+        return bias if q_pos.dim() == 1 else bias.transpose(0, 1)
 
     def mlp(self, x):
         return (torch.relu(x[..., None] * self.w1 + self.b1) @ self.w2.T + self.b2).movedim(-1, 0)

@@ -188,8 +188,8 @@ def rope_frequencies(head_dim: int, theta: float, scaling: ScalingConfig | None 
 
 
 def rope_angles(positions: torch.Tensor, inv_freq: torch.Tensor, attention_factor: float = 1.0):
-    """cos and sin of shape (T, d/2) for integer positions (T,)."""
-    angles = positions.to(inv_freq.dtype)[:, None] * inv_freq[None, :]  # (T, d/2)
+    """cos and sin of shape (..., T, d/2) for integer positions (..., T)."""
+    angles = positions.to(inv_freq.dtype)[..., None] * inv_freq  # (..., T, d/2)
     return angles.cos() * attention_factor, angles.sin() * attention_factor
 
 

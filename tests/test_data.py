@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from conftest import book_texts
 
 from config import DataConfig, UserError
@@ -318,3 +319,34 @@ def test_a_parquet_corpus_streams_through_text_field_in_bounded_memory(tmp_path)
     assert tok.decode(train.tokens[train.doc_offsets[0] + 1:train.doc_offsets[1] - 1].tolist()) == rows[first]
     with pytest.raises(UserError, match="no 'text' column .data.text_field; columns: id, content"):
         load_documents(str(tmp_path / "big.parquet"))
+
+
+def test_randomized_and_pose_positions_are_sorted_in_bounds_and_a_pure_function_of_seed_and_step():
+    from config import TrainPositions
+    from data.positions import sample_positions
+    for cfg in (TrainPositions("randomized", 1024), TrainPositions("pose", 1024), TrainPositions("pose", 1024, 4)):
+        pos = sample_positions(cfg, 8, 128, seed=3, step=5)
+        assert pos.shape == (8, 128) and pos.dtype == torch.int64
+        assert bool((pos.diff(dim=1) > 0).all()) and int(pos.min()) >= 0 and int(pos.max()) < 1024
+        assert torch.equal(pos, sample_positions(cfg, 8, 128, seed=3, step=5))
+        assert not torch.equal(pos, sample_positions(cfg, 8, 128, seed=3, step=6))
+        assert not torch.equal(pos, sample_positions(cfg, 8, 128, seed=4, step=5))
+        # the global batch's positions, however it is split over micro-steps and processes
+        split = [sample_positions(cfg, 2, 128, 3, 5, micro, 2, rank, 2) for micro in range(2) for rank in range(2)]
+        assert torch.equal(torch.cat(split), pos)
+    assert sample_positions(TrainPositions(), 8, 128, 3, 5) is None  # contiguous: the model's default
+
+
+def test_pose_keeps_chunks_contiguous_and_its_skips_reach_the_target_length():
+    from config import TrainPositions
+    from data.positions import sample_positions
+    cfg = TrainPositions("pose", 512, chunks=2)
+    pos = torch.cat([sample_positions(cfg, 16, 128, seed=1, step=s) for s in range(20)])  # 320 sequences
+    assert bool((pos[:, 0] == 0).all())  # u_0 = 0
+    jumps = (pos.diff(dim=1) > 1).sum(dim=1)
+    assert int(jumps.max()) <= 1  # two chunks: at most one skip, each chunk keeps consecutive positions
+    assert 505 <= int(pos.max()) <= 511 and int(pos[:, -1].min()) < 140  # the skips cover [0, 512 - 128]
+    distances = (pos[:, -1] - pos[:, 0])
+    assert int(distances.max()) >= 500  # a query sees keys nearly the target length back
+    randomized = sample_positions(TrainPositions("randomized", 512), 64, 128, seed=1, step=0)
+    assert int((randomized[:, -1] - randomized[:, 0]).min()) > 400  # 128 of 512 spread over the range

@@ -362,3 +362,47 @@ def test_partial_rope_rotates_only_the_first_dimensions_with_their_own_frequenci
     torch.testing.assert_close(rq[..., 4:], q[..., 4:], atol=0, rtol=0)
     torch.testing.assert_close(rq[..., :4], apply_rope(q[..., :4], *rope_angles(pos, want_freq, want_factor)))
     torch.testing.assert_close(rk[..., :4], apply_rope(k[..., :4], *rope_angles(pos, want_freq, want_factor)))
+
+
+@pytest.mark.parametrize("position", ALL)
+def test_explicit_contiguous_positions_equal_the_default(position):
+    model = tiny(position)
+    idx = torch.randint(0, 97, (3, 20))
+    want, _ = model(idx)
+    torch.testing.assert_close(model(idx, positions=torch.arange(20))[0], want, atol=0, rtol=0)
+    torch.testing.assert_close(model(idx, positions=torch.arange(20).expand(3, 20))[0], want, atol=1e-6, rtol=1e-6)
+
+
+def per_sequence_positions(B=3, T=20, top=60):
+    g = torch.Generator().manual_seed(5)
+    return torch.stack([torch.randperm(top, generator=g)[:T].sort().values for _ in range(B)])
+
+
+@pytest.mark.parametrize("position", ALL + ["rope-yarn"])
+def test_each_sequence_is_computed_at_its_own_positions(position):
+    # a batch with (B, T) positions gives each sequence what a forward of it alone at its positions gives
+    scaling = None
+    if position == "rope-yarn":
+        position, scaling = "rope", {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 16}
+    model = tiny(position, scaling=scaling)
+    idx, pos = torch.randint(0, 97, (3, 20)), per_sequence_positions()
+    got, _ = model(idx, positions=pos)
+    for b in range(3):
+        want, _ = model(idx[b:b + 1], positions=pos[b])
+        torch.testing.assert_close(got[b], want[0], atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(got[0], model(idx[:1])[0][0], atol=1e-4) or position == "nope"
+
+
+@pytest.mark.parametrize("position", ALL)
+def test_kv_cache_decoding_with_per_sequence_positions_equals_full_forward(position):
+    model = tiny(position)
+    idx, pos = torch.randint(0, 97, (3, 20)), per_sequence_positions()
+    full, _ = model(idx, positions=pos)
+    cache = KVCache(model.cfg.n_layers)
+    steps = [model(idx[:, :8], positions=pos[:, :8], cache=cache)[0]]
+    steps += [model(idx[:, i:i + 1], positions=pos[:, i:i + 1], cache=cache)[0] for i in range(8, 20)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+    # without explicit positions a decoding step continues after each sequence's last position
+    step, _ = model(idx[:, :1], cache=cache)
+    want, _ = model(torch.cat([idx, idx[:, :1]], dim=1), positions=torch.cat([pos, pos[:, -1:] + 1], dim=1))
+    torch.testing.assert_close(step[:, 0], want[:, -1], atol=1e-5, rtol=1e-5)

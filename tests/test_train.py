@@ -424,3 +424,28 @@ def test_learned_bias_runs_train_generate_400_tokens_past_L_and_evaluate_at_4x(p
     rows = extrapolation.main([str(run), "--lengths", "64,256", "--max-tokens", "512", "--out", str(tmp_path / "eval")])
     ppl = {r["length"]: r["ppl"] for r in rows}
     assert set(ppl) == {64, 256} and all(math.isfinite(p) and 1 < p < 512 for p in ppl.values())
+
+
+@pytest.mark.parametrize("position, kind", [("rope", "pose"), ("rope", "randomized"), ("alibi", "randomized")])
+def test_training_positions_train_resume_exactly_and_evaluate_at_4x(position, kind, tiny_args, tmp_path):
+    from eval import extrapolation
+    chosen = [f"model.position.type={position}", f"train.positions={{type: {kind}, max_position: 256}}"]
+    train.main(tiny_args + ["run.name=straight", "train.max_steps=10", *chosen])
+    train.main(tiny_args + ["run.name=resumed", "train.max_steps=5", "train.decay_steps=10", *chosen])
+    train.main(tiny_args + ["run.name=resumed", "train.max_steps=10", "train.decay_steps=10", *chosen, "--resume"])
+    straight, resumed = losses(tmp_path / "straight"), losses(tmp_path / "resumed")
+    assert resumed[10] == pytest.approx(straight[10], abs=1e-6)  # the same positions after the resume
+    contiguous = tmp_path / "contiguous"
+    train.main(tiny_args + ["run.name=contiguous", "train.max_steps=10", f"model.position.type={position}"])
+    moved = [float((a - b).abs().max()) for a, b in zip(load_model(contiguous).parameters(),
+                                                        load_model(tmp_path / "straight").parameters())]
+    assert max(moved) > 1e-4  # the sampled positions changed the training, not only the logs
+    config = yaml.safe_load((tmp_path / "straight" / "config.yaml").read_text())
+    assert config["train"]["positions"] == {"type": kind, "max_position": 256, "chunks": 2}
+    rows = extrapolation.main([str(tmp_path / "straight"), "--lengths", "64,256", "--scaling", "none",
+                               "--max-tokens", "512", "--out", str(tmp_path / "eval")])
+    assert {r["length"] for r in rows} == {64, 256} and all(math.isfinite(r["ppl"]) for r in rows)
+    with pytest.raises(SystemExit) as stop:  # the positions are part of the run, like its data
+        train.main(tiny_args + ["run.name=straight", "train.max_steps=12", f"model.position.type={position}",
+                                "--resume"])
+    assert stop.value.code == 2

@@ -263,7 +263,7 @@ class LearnedBias(PositionalEncoding):
         return PositionContext(q_pos, k_pos, bias=self.mask(q_pos, k_pos))
 
     def mask(self, q_pos, k_pos):
-        if self.distance_only and q_pos.dim() == 1 and consecutive(q_pos) and consecutive(k_pos):
+        if self.distance_only and q_pos.dim() == k_pos.dim() == 1 and consecutive(q_pos) and consecutive(k_pos):
             # row t of the mask is the bias at distances d_t, d_t - 1, ..., d_t - S + 1 (d_t = q_pos[t] - k_pos[0]):
             # a window of the bias of every distance from the smallest to the largest, read backwards
             T, S = len(q_pos), len(k_pos)

@@ -316,7 +316,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
             raise UserError(f"--out {args.out} is a file, not a folder")
         runs = read_runs(args.runs)
         if args.resume:
-            rows.extend(previous_rows(args.out / "probes.json", "eval.probe", "probe"))
+            previous = previous_rows(args.out / "probes.json", "eval.probe", "probe")
+            if any(r["probe"] == "passkey" and r["value"] is not None and "rank" not in r for r in previous):
+                raise UserError(f"--resume: {args.out / 'probes.json'} comes from an older eval.probe (passkey rows "
+                                "without rank); probe again without --resume")
+            rows.extend(previous)
             done = {(r["run"], r["seed"]) for r in rows}
             runs = [run for run in runs if (run.name, run.seed) not in done]
         device = pick_device(args.device, "--device")

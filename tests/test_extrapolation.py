@@ -359,6 +359,11 @@ def test_probe_rows_for_every_run_scaling_and_distance(runs, tmp_path):
     again = probe.main([str(runs / "runs" / "alibi"), "--multiples", "0.5,1,2,8", "--span", "8", "--samples", "2",
                         "--passkey-samples", "2", "--device", "cpu", "--out", str(tmp_path), "--resume"])
     assert again == rows
+    older = [{k: v for k, v in r.items() if k != "rank"} for r in rows]  # an older eval.probe's passkey rows
+    (tmp_path / "probes.json").write_text(json.dumps(older))
+    with pytest.raises(SystemExit) as stop:
+        probe.main([str(runs / "runs" / "alibi"), "--out", str(tmp_path), "--resume"])
+    assert stop.value.code == 2
 
 
 class CopyingOracle(torch.nn.Module):

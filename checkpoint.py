@@ -335,4 +335,5 @@ def load_model(run_dir: Path, scaling: ScalingConfig | dict | None | str = FROM_
     RoPE scaling."""
     model = GPT(model_config(run_dir, scaling))
     load_weights_into(model, run_dir, best=best)
+    model.use_flex_attention(torch.device(device).type == "cuda")  # score biases without a T x S mask
     return model.to(device).eval()

@@ -219,8 +219,6 @@ class Models:
         if key != self.key:
             self.model = None  # free the previous model before building the next
             self.model = load_model(path, scaling=scaling, device=self.device)
-            if self.device.type == "cuda":
-                self.model.use_flex_attention(True)  # ALiBi without a T x T bias in memory
             self.key = key
         return self.model
 

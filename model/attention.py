@@ -1,7 +1,8 @@
 """Causal grouped-query attention with pluggable position hooks and a KV cache.
 
 Backends, chosen per call, all computing softmax(q k^T * scale + bias + causal mask) v:
-  - FlexAttention with the encoding's `score_mod` on CUDA (ALiBi without a T x T bias in memory);
+  - FlexAttention with the encoding's `score_mod` where GPT.use_flex_attention is on (CUDA: ALiBi
+    without a T x T bias in memory), its block mask and score_mod built once per forward (`ctx`);
   - otherwise SDPA: with a learned bias (t5, kerple, fire), its float mask built once per forward
     (`ctx.bias`, -inf on future keys); else with a bias folded into q and k (ALiBi,
     `PositionalEncoding.fold`) and `is_causal` (flash / memory-efficient kernels) when queries and
@@ -9,6 +10,8 @@ Backends, chosen per call, all computing softmax(q k^T * scale + bias + causal m
     prefill, decoding).
 """
 from __future__ import annotations
+
+import functools
 
 import torch
 import torch.nn as nn
@@ -54,33 +57,47 @@ class KVCache:
             self.positions = self.positions[..., -n:]
 
 
-_flex_attention = None
-_block_masks: dict = {}
+_flex_kernels: dict = {}  # device type -> the flex_attention that eager calls use
 
 
-def causal_block_mask(T: int, S: int, device):
-    """FlexAttention's block mask for queries at positions S-T .. S-1 over keys 0 .. S-1, built
-    once per shape (building it launches work on the device)."""
+def compiled_flex(device_type: str):
+    """FlexAttention for eager calls on one device type, built once per process and never inside a
+    traced region (compiled lazily inside a `torch.compile(model)` trace it would stay eager). On CUDA
+    compiled with dynamic shapes, so new lengths (every multiple of L, a KV cache growing by one key per
+    decoded token) reuse its kernels. Elsewhere eager: with torch 2.13 the CPU's compiled flex gave
+    wrong scores when decoding at some key lengths with dynamic shapes and failed to build with a
+    captured bias, and the CPU path is only for tests (SDPA serves the CPU)."""
+    if device_type not in _flex_kernels:
+        from torch.nn.attention.flex_attention import flex_attention
+        _flex_kernels[device_type] = (torch.compile(flex_attention, dynamic=True) if device_type == "cuda"
+                                      else flex_attention)
+    return _flex_kernels[device_type]
+
+
+@torch.compiler.disable  # under torch.compile(model): one graph break per forward, never a trace
+@functools.lru_cache(maxsize=64)
+def causal_block_mask(T: int, S: int, device: torch.device):
+    """FlexAttention's block mask for queries at positions S-T .. S-1 over keys 0 .. S-1, built once per
+    shape (building it launches work on the device). Built by GPT.forward before the layers: traced
+    inside a compiled model, its creation and caching would break the guards and recompile the model."""
     from torch.nn.attention.flex_attention import create_block_mask
-    key = (T, S, str(device))
-    if key not in _block_masks:
-        offset = S - T
+    offset = S - T
 
-        def causal(b, h, q_idx, kv_idx):
-            return q_idx + offset >= kv_idx
-        _block_masks[key] = create_block_mask(causal, None, None, T, S, device=device)
-    return _block_masks[key]
+    def causal(b, h, q_idx, kv_idx):
+        return q_idx + offset >= kv_idx
+    return create_block_mask(causal, None, None, T, S, device=device)
 
 
-def flex_attention(q, k, v, score_mod, scale):
-    """Causal FlexAttention, compiled once (eager flex materialises scores and is only for tests)."""
-    global _flex_attention
-    if _flex_attention is None:
+def flex_attention(q, k, v, ctx: PositionContext, scale: float):
+    """Causal FlexAttention with the encoding's score_mod. Inside a compiled model the plain function
+    (the model's compile traces it); called eagerly, compiled_flex (eager flex on CUDA would
+    materialise the T x S scores)."""
+    if torch.compiler.is_compiling():
         from torch.nn.attention.flex_attention import flex_attention as flex
-        _flex_attention = torch.compile(flex, dynamic=False) if q.is_cuda else flex
-    mask = causal_block_mask(q.shape[-2], k.shape[-2], q.device)
-    return _flex_attention(q, k, v, score_mod=score_mod, block_mask=mask, scale=scale,
-                           enable_gqa=k.shape[1] != q.shape[1])
+    else:
+        flex = compiled_flex(q.device.type)
+    return flex(q, k, v, score_mod=ctx.score_mod, block_mask=ctx.block_mask, scale=scale,
+                enable_gqa=k.shape[1] != q.shape[1])
 
 
 def causal_mask(q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
@@ -98,7 +115,6 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
         self.o_proj = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.d_model, bias=False)
         self.dropout = cfg.dropout
-        self.use_flex = False  # set by GPT.use_flex_attention for encodings with a score_mod on CUDA
 
     def forward(self, x, ctx: PositionContext, pe: PositionalEncoding, cache: KVCache | None = None):
         B, T, _ = x.shape
@@ -120,9 +136,8 @@ class Attention(nn.Module):
         gqa = self.n_kv_heads != self.n_heads
         dropout = self.dropout if self.training else 0.0
         scale = self.head_dim ** -0.5
-        score_mod = pe.score_mod(ctx)
-        if self.use_flex and score_mod is not None and dropout == 0.0:
-            return flex_attention(q, k, v, score_mod, scale=scale)
+        if ctx.block_mask is not None and dropout == 0.0:  # GPT.forward set FlexAttention up
+            return flex_attention(q, k, v, ctx, scale)
         if ctx.bias is not None:
             # (1 or B, H, T, S): a 3-D mask sends the CPU kernel down a path 4x slower
             bias = ctx.bias if ctx.bias.dim() == 4 else ctx.bias[None]

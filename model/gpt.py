@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from config import ModelConfig, TrainConfig
 
-from .attention import Attention, KVCache
+from .attention import Attention, KVCache, causal_block_mask
 from .positions import PositionError, build_position
 
 
@@ -61,6 +61,7 @@ class GPT(nn.Module):
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.embed.weight  # tied
+        self.flex = False  # use_flex_attention
         # Token embeddings are scaled by sqrt(d) as in Vaswani et al.; additive encodings follow
         # the embedding-scale rule in model/positions.py.
         self.embed_scale = math.sqrt(cfg.d_model)
@@ -75,9 +76,9 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def use_flex_attention(self, on: bool = True):
-        """Route score-modifying encodings (ALiBi) through FlexAttention (CUDA)."""
-        for block in self.blocks:
-            block.attn.use_flex = on
+        """Route score-modifying encodings (ALiBi, t5, kerple, fire) through FlexAttention (on CUDA; the
+        CPU runs it too, for tests)."""
+        self.flex = on
 
     def forward(self, idx, targets=None, positions=None, cache: KVCache | None = None, last_only=False):
         """idx (B, T) token ids -> logits (B, T, vocab) [or (B, 1, vocab) with last_only], loss.
@@ -103,6 +104,10 @@ class GPT(nn.Module):
         # keys rotated in attention: all of them, or only the new ones where the cache holds rotated keys
         rot_pos = k_pos if self.position.dynamic else positions
         ctx = self.position.context(positions, k_pos, rot_pos, end)  # once per forward, shared by the layers
+        if self.flex and not (self.training and self.cfg.dropout):  # flex has no attention dropout
+            ctx.score_mod = self.position.score_mod(ctx)
+            if ctx.score_mod is not None:
+                ctx.block_mask = causal_block_mask(T, k_pos.shape[-1], idx.device)
         x = self.position.embed(self.embed(idx) * self.embed_scale, positions)  # (B, T, C)
         for block in self.blocks:
             x = block(x, ctx, self.position, cache)

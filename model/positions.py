@@ -64,6 +64,8 @@ class PositionContext:
     q_angles: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin (T, d/2) or (B, 1, T, d/2)
     k_angles: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin of the keys being rotated
     bias: torch.Tensor | None = None  # (heads, T, S) or (B, heads, T, S): a learned score bias, -inf on future keys
+    score_mod: object = None  # with FlexAttention (GPT.use_flex_attention): the encoding's score_mod ...
+    block_mask: object = None  # ... and the causal BlockMask of this forward's shape
 
 
 class PositionalEncoding(nn.Module):

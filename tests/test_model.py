@@ -88,6 +88,54 @@ def test_flex_attention_equals_mask_path():
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
+@torch.no_grad()  # FlexAttention has no CPU backward; a training-mode forward traces the same graph
+def test_a_compiled_flex_model_does_not_recompile_after_its_first_step(monkeypatch):
+    # The block mask is built outside the traced region (one graph break per forward), so new batches
+    # of the same shape reuse the compiled frames; and after the model's compile, eager calls still go
+    # through the kernel compiled_flex built, not one left behind by the trace.
+    from torch._dynamo.testing import CompileCounter
+
+    from model import attention
+    torch._dynamo.reset()
+    model = tiny("alibi").train()
+    model.use_flex_attention(True)
+    counter = CompileCounter()
+    compiled = torch.compile(model, backend=counter)
+    frames = []
+    for step in range(3):
+        torch.manual_seed(step)
+        compiled(torch.randint(0, 97, (2, 64)), torch.randint(0, 97, (2, 64)))
+        frames.append(counter.frame_count)
+    assert frames[0] >= 1 and frames[1:] == [frames[0]] * 2, frames
+    kernel, calls = attention.compiled_flex("cpu"), []
+    monkeypatch.setitem(attention._flex_kernels, "cpu", lambda *a, **kw: calls.append(1) or kernel(*a, **kw))
+    model.eval()(torch.randint(0, 97, (1, 32)))
+    assert len(calls) == model.cfg.n_layers
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("position", ["alibi", "t5"])
+def test_flex_decoding_compiles_a_bounded_number_of_times(position, monkeypatch):
+    # The kernel is compiled with dynamic shapes (as on CUDA; counted with dynamo's counting backend,
+    # since the CPU's own compiled flex is not used): the prefill and one-token decoding compile once
+    # each, not once per key length, and the cached decoding equals a full pass.
+    from torch._dynamo.testing import CompileCounter
+    from torch.nn.attention.flex_attention import flex_attention
+
+    from model import attention
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    monkeypatch.setitem(attention._flex_kernels, "cpu", torch.compile(flex_attention, dynamic=True, backend=counter))
+    model = tiny(position)
+    idx = torch.randint(0, 97, (1, 80))
+    want, _ = model(idx)
+    model.use_flex_attention(True)
+    cache = KVCache(model.cfg.n_layers)
+    steps = [model(idx[:, :16], cache=cache)[0]] + [model(idx[:, i:i + 1], cache=cache)[0] for i in range(16, 80)]
+    assert 1 <= counter.frame_count <= 3
+    torch.testing.assert_close(torch.cat(steps, dim=1), want, atol=1e-4, rtol=1e-4)
+
+
 @pytest.mark.parametrize("T", [64, 4096])
 def test_folded_alibi_equals_the_explicit_bias(T):
     """ALiBi's bias folded into q and k gives the scores of the bias added to them, also at 4k tokens

@@ -194,8 +194,13 @@ def rope_angles(positions: torch.Tensor, inv_freq: torch.Tensor, attention_facto
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate interleaved pairs of x (..., T, d) by the angles whose cos/sin are (T, d/2): each pair is a
-    complex number multiplied by cos + i sin, one kernel each way (on a 2-core CPU a training step is 4%
-    faster than with the pairs' four real products, reports/bench/README.md)."""
+    """Rotate interleaved pairs of x (..., T, d) by the angles whose cos/sin are (T, d/2). On the CPU, eager,
+    each pair is a complex number multiplied by cos + i sin, one kernel each way (a 2-core CPU training
+    step is 4% faster than with the four real products, reports/bench/README.md). On CUDA or inside
+    torch.compile, the real products: inductor generates no code for complex operators and falls back to
+    eager kernels around them (measured on an H100: reports/bench/gpu/README.md)."""
+    if x.is_cuda or torch.compiler.is_compiling():
+        x1, x2 = x.float().unflatten(-1, (-1, 2)).unbind(-1)
+        return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2).type_as(x)
     pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)))  # (..., T, d/2), a view: d is even
     return torch.view_as_real(pairs * torch.complex(cos, sin)).flatten(-2).type_as(x)

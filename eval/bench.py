@@ -107,7 +107,8 @@ def bench_training(cfg: Config, device, steps: int, warmup: int) -> dict:
     optimizer = make_optimizer(model, cfg.train, device)
     step_model = torch.compile(model) if cfg.run.compile else model
     elapsed, peak_mib = time_training(lambda: step_model(x, y)[1], model, optimizer, device, steps, warmup)
-    return {**training_row(cfg, device, model.num_params(), elapsed, steps, peak_mib), "model": model}
+    return {**training_row(cfg, device, model.num_params(), elapsed, steps, peak_mib), "model": model,
+            "step_model": step_model}
 
 
 def bench_peer(cfg: Config, device, steps: int, warmup: int, rounds: int, peer_name: str) -> dict:
@@ -143,7 +144,9 @@ def bench_peer(cfg: Config, device, steps: int, warmup: int, rounds: int, peer_n
 
 
 @torch.inference_mode()
-def bench_eval(model: GPT, device, multiples: list[int], repeats: int) -> list[dict]:
+def bench_eval(model: GPT, run, device, multiples: list[int], repeats: int) -> list[dict]:
+    """Forward tokens/s and peak memory at each multiple of L; `run` is the model as trained (compiled
+    when run.compile is on), timed after a warm-up pass at each length."""
     model.eval()
     L = model.cfg.max_seq_len
     rows = []
@@ -157,13 +160,13 @@ def bench_eval(model: GPT, device, multiples: list[int], repeats: int) -> list[d
         x = torch.randint(0, model.cfg.vocab_size, (1, length), device=device)
         try:
             with autocast(device):
-                model(x, last_only=True)  # warm-up (and compilation of FlexAttention)
+                run(x, last_only=True)  # warm-up (and compilation at this length)
             with PeakMemory(device) as memory:
                 sync(device)
                 start = time.perf_counter()
                 for _ in range(repeats):
                     with autocast(device):
-                        model(x, last_only=True)
+                        run(x, last_only=True)
                 sync(device)
                 elapsed = time.perf_counter() - start
         except torch.OutOfMemoryError:
@@ -175,8 +178,10 @@ def bench_eval(model: GPT, device, multiples: list[int], repeats: int) -> list[d
 
 
 @torch.inference_mode()
-def bench_generation(model: GPT, device, multiples=(1, 8), new_tokens: int = 64) -> list[dict]:
-    """Decoding tokens/s (batch 1, KV cache) of the last `new_tokens` tokens of a context of m x L."""
+def bench_generation(model: GPT, run, device, multiples=(1, 8), new_tokens: int = 64, warmup: int = 8) -> list[dict]:
+    """Decoding tokens/s (batch 1, KV cache) of the last `new_tokens` tokens of a context of m x L, through
+    `run` (the model as trained), after a prefill and `warmup` decoded tokens that are not timed (the
+    compilations of a new length happen there)."""
     L, rows = model.cfg.max_seq_len, []
     for m in multiples:
         row = {"multiple": m, "tokens_per_s": None, "note": ""}
@@ -186,14 +191,15 @@ def bench_generation(model: GPT, device, multiples=(1, 8), new_tokens: int = 64)
             continue
         x = torch.randint(0, model.cfg.vocab_size, (1, m * L), device=device)
         prefill = max(1, m * L - new_tokens)
-        cache = KVCache(model.cfg.n_layers)
         with autocast(device):
-            model(x[:, :prefill], cache=cache, last_only=True)
-            sync(device)
-            start = time.perf_counter()
-            for i in range(prefill, m * L):
-                model(x[:, i:i + 1], cache=cache, last_only=True)
-            sync(device)
+            for timed in (False, True):
+                cache = KVCache(model.cfg.n_layers)
+                run(x[:, :prefill], cache=cache, last_only=True)
+                sync(device)
+                start = time.perf_counter()
+                for i in range(prefill, m * L if timed else min(m * L, prefill + warmup)):
+                    run(x[:, i:i + 1], cache=cache, last_only=True)
+                sync(device)
         row["tokens_per_s"] = (m * L - prefill) / (time.perf_counter() - start)
     return rows
 
@@ -216,8 +222,9 @@ def markdown(results: dict) -> str:
                       f"**{peer['ratio']:.2f}x** (rounds: {', '.join(f'{r:.2f}' for r in peer['round_ratios'])}; "
                       f"tokens/s {fmt(peer['ours_tokens_per_s'])} against {fmt(peer['train_tokens_per_s'])})."]
     multiples = [e["multiple"] for e in results["rows"][0]["eval"]]
-    lines += ["", "Evaluation (forward, batch 1): tokens/s / peak MiB in use (GPU allocator, or process RSS on a CPU) "
-              "at each multiple of the training length.", "",
+    path = "compiled model" if results["compile"] else "eager model"
+    lines += ["", f"Evaluation (forward, batch 1, {path}, after a warm-up at each length): tokens/s / peak MiB in "
+              "use (GPU allocator, or process RSS on a CPU) at each multiple of the training length.", "",
               "| encoding | " + " | ".join(f"{m}x" for m in multiples) + " |",
               "|---|" + "---:|" * len(multiples)]
     for r in results["rows"]:
@@ -225,8 +232,8 @@ def markdown(results: dict) -> str:
         lines.append(f"| {r['position']} | " + " | ".join(cells) + " |")
     generation = results["rows"][0].get("generation") or []
     if generation:
-        lines += ["", "Generation (batch 1, KV cache): tokens/s decoding the last 64 tokens of a context of "
-                  "each multiple of the training length.", "",
+        lines += ["", f"Generation (batch 1, KV cache, {path}, after 8 untimed decoded tokens): tokens/s decoding "
+                  "the last 64 tokens of a context of each multiple of the training length.", "",
                   "| encoding | " + " | ".join(f"{g['multiple']}x" for g in generation) + " |",
                   "|---|" + "---:|" * len(generation)]
         for r in results["rows"]:
@@ -287,26 +294,33 @@ def main(argv=None):
     results = {"device": device_name(device), "config": args.config, "torch": torch.__version__,
                "compile": base.run.compile, "batch_size": base.train.batch_size, "seq_len": base.model.max_seq_len,
                "overrides": args.overrides, "rows": []}
+    args.out.mkdir(parents=True, exist_ok=True)
     for position in positions:
         cfg = bench_config(args.config, args.overrides + [f"model.position.type={position}"])
+        torch._dynamo.reset()  # each model compiles afresh, never against the previous one's recompile limit
         print(f"bench: {position} training ...", file=sys.stderr)
         row = bench_training(cfg, device, args.steps, args.warmup)
-        model = row.pop("model")
+        model, run = row.pop("model"), row.pop("step_model")
         print(f"bench: {position} evaluation at {args.multiples}x ...", file=sys.stderr)
-        row["eval"] = bench_eval(model, device, multiples, args.repeats)
-        row["generation"] = bench_generation(model, device)
+        row["eval"] = bench_eval(model, run, device, multiples, args.repeats)
+        row["generation"] = bench_generation(model, run, device)
         results["rows"].append({"position": position, **row})
-        del model
+        write_results(results, args.out)  # the finished rows survive a later failure or a time limit
+        del model, run
         if device.type == "cuda":
             torch.cuda.empty_cache()
     if peer_cfg is not None:
+        torch._dynamo.reset()
         print(f"bench: ours (rope) and the peer {args.peer}, {args.rounds} rounds in turns ...", file=sys.stderr)
         results["peer"] = run_cli(lambda: bench_peer(peer_cfg, device, args.steps, args.warmup, args.rounds, args.peer))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "bench.json").write_text(json.dumps(results, indent=2))
+    print(write_results(results, args.out))
+
+
+def write_results(results: dict, out: Path) -> str:
+    (out / "bench.json").write_text(json.dumps(results, indent=2))
     table = markdown(results)
-    (args.out / "bench.md").write_text(table)
-    print(table)
+    (out / "bench.md").write_text(table)
+    return table
 
 
 if __name__ == "__main__":

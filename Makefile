@@ -1,4 +1,6 @@
 # Two commands set everything up on a fresh machine: `make demo` and `make test`.
+SHELL := bash
+.SHELLFLAGS := -eo pipefail -c  # a recipe line fails when any command of its pipeline fails (tee included)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -7,7 +9,8 @@ TORCH ?= torch==2.13.0
 # The install marker names the torch choice, so `make demo TORCH=...` reinstalls after a first install.
 MARKER := $(VENV)/.installed-$(shell printf '%s' '$(TORCH)' | md5sum | cut -c1-12)
 
-.PHONY: install demo test extrapolation extrapolation-tasks extrapolation-gpu gpu-report study-eval study-probe task-eval visualize clean
+.PHONY: install demo test extrapolation extrapolation-tasks study-eval study-probe task-eval visualize clean \
+	gpu-data gpu-check gpu-tests-bench gpu-bench-peer gpu-study-train gpu-study-extend gpu-study-eval gpu-study-merge gpu-minimind
 
 $(MARKER): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -107,30 +110,73 @@ extrapolation-tasks:
 task-eval: $(addprefix study-seed,$(SEED_NUMBERS))
 	$(RUN_PY) -m eval.tasks $(STUDY_RUNS) --decode-chunk 16 --out $(STUDY_REPORT) $(EVAL_RESUME)
 
-# The same study at GPU scale (configs/study-gpu.yaml: 26M parameters, L = 256, 100M tokens a run, two seeds).
-GPU_DATA ?= ../shared/corpora/gutenberg
-extrapolation-gpu:
-	$(MAKE) extrapolation SEEDS=2 STUDY=runs/study-gpu STUDY_CONFIG=configs/study-gpu.yaml \
-		EXTEND_CONFIG=configs/extend-4x-gpu.yaml STUDY_LENGTHS=256,512,1024,2048,4096 \
-		STUDY_REPORT=reports/extrapolation-gpu DATA_OVERRIDE="data.source=$(GPU_DATA)" \
-		RANDOMIZED="{type: randomized, max_position: 4096}" POSE="{type: pose, max_position: 1024}" \
-		POSE_CONTINUE="model.max_seq_len=256 train.batch_size=128"
+# The GPU report, in pieces that each fit one 10-minute command on one H100 and run with the GPU machine's
+# own Python (torch, transformers, sentencepiece ...: no install, no network, no datasets or wandb). The
+# corpus travels in the ignored folder .gpu-data: `make gpu-data` copies it there on this machine first.
+# README.md, "On a GPU", gives the order and what comes back.
+GPU_PY ?= python3
+GPU_DATA ?= .gpu-data/gutenberg
+GPU_BENCH ?= reports/bench/gpu
+GPU_STUDY ?= runs/study-gpu
+GPU_REPORT ?= reports/extrapolation-gpu
+SEED ?= 1
+# The GPU study trains the five encodings and the three 4x fine-tunes of RoPE (configs/study-gpu.yaml,
+# 26M parameters, L = 256); the CPU study's other runs do not fit a seed into the GPU sessions' time.
+GPU_ENCODINGS ?= learned sinusoidal rope alibi nope
+GPU_SEED_DIR = $(GPU_STUDY)/seed$(SEED)
+GPU_TRAIN = $(GPU_PY) train.py run.out_dir=$(GPU_SEED_DIR) run.seed=$(SEED) data.source=$(GPU_DATA) --resume
+GPU_RUNS = $(addprefix $(GPU_SEED_DIR)/,$(GPU_ENCODINGS) rope-pi rope-yarn rope-continued)
 
-# Every GPU report in one command, on a CUDA machine: the CUDA path tests, the benchmark with its peer,
-# the GPU study and one epoch of configs/minimind-26m.yaml.
-GPU_REPORT := reports/bench/gpu
-gpu-report: install
-	@$(PY) -c "import sys, torch; torch.cuda.is_available() or sys.exit('error: make gpu-report needs a CUDA GPU; torch sees none here')"
-	mkdir -p $(GPU_REPORT)
-	REQUIRE_ORACLES=1 $(PY) -m pytest tests/test_cuda.py -rs 2>&1 | tee $(GPU_REPORT)/cuda-tests.txt
-	$(PY) -m eval.bench --config configs/gpt2-124m.yaml --peer transformers --out $(GPU_REPORT)
-	/usr/bin/env time -p $(MAKE) extrapolation-gpu GPU_DATA=$(GPU_DATA) 2>&1 | tee reports/extrapolation-gpu.log
-	$(PY) -m data.prepare --config configs/minimind-26m.yaml data.source=$(GPU_DATA)
-	$(PY) train.py --config configs/minimind-26m.yaml run.name=minimind-26m-epoch data.source=$(GPU_DATA) \
-		train.max_steps=$$($(PY) -c "import sys; from config import *; from data import *; \
-			c = load_config(Config, 'configs/minimind-26m.yaml', ['data.source=$(GPU_DATA)']).resolve(); \
-			print(len(TokenData(prepare_shards(c.data, progress=False), 'train')) // (c.train.batch_size * c.model.max_seq_len))") \
-		--resume 2>&1 | tee $(GPU_REPORT)/minimind-26m-epoch.log
+gpu-data:
+	test -d ../shared/corpora/gutenberg || { echo "error: ../shared/corpora/gutenberg is not beside this checkout"; exit 2; }
+	mkdir -p $(GPU_DATA) && cp -r ../shared/corpora/gutenberg/. $(GPU_DATA)/
+
+gpu-check:
+	@$(GPU_PY) -c "import sys, torch; torch.cuda.is_available() or sys.exit('error: this piece needs a CUDA GPU; torch sees none here')"
+	@test -d $(GPU_DATA) || { echo "error: $(GPU_DATA) is missing: run make gpu-data here, and carry .gpu-data"; exit 2; }
+
+# The CUDA path tests, then the benchmark on GPT-2 small's shape for rope and alibi (about 7 minutes on an H100).
+gpu-tests-bench: gpu-check
+	mkdir -p $(GPU_BENCH)
+	REQUIRE_ORACLES=1 $(GPU_PY) -m pytest tests/test_cuda.py -rs 2>&1 | tee $(GPU_BENCH)/cuda-tests.txt
+	$(GPU_PY) -m eval.bench --config configs/gpt2-124m.yaml --positions rope,alibi --out $(GPU_BENCH)
+
+# Our rope model against transformers' Llama of the same shape, trained in turns (about 4 minutes).
+gpu-bench-peer: gpu-check
+	$(GPU_PY) -m eval.bench --config configs/gpt2-124m.yaml --positions rope --multiples 1,32 --peer transformers \
+		--out $(GPU_BENCH)/peer
+
+# One seed in pieces, run in turn on one machine (the checkpoints are too large to come back): the
+# encodings (GPU_ENCODINGS="learned sinusoidal rope", then "alibi nope": each run is about 2-3 minutes);
+# the fine-tunes; the evaluation, probes and training curves into $(GPU_REPORT)/seed$(SEED).
+gpu-study-train: gpu-check
+	$(GPU_PY) -m data.prepare --config configs/study-gpu.yaml data.source=$(GPU_DATA)
+	for p in $(GPU_ENCODINGS); do $(GPU_TRAIN) --config configs/study-gpu.yaml run.name=$$p model.position.type=$$p; done
+
+gpu-study-extend: gpu-check
+	$(GPU_TRAIN) --config configs/extend-4x-gpu.yaml train.init_from=$(GPU_SEED_DIR)/rope run.name=rope-pi \
+		"model.position.scaling={type: linear, factor: 4}"
+	$(GPU_TRAIN) --config configs/extend-4x-gpu.yaml train.init_from=$(GPU_SEED_DIR)/rope run.name=rope-yarn
+	$(GPU_TRAIN) --config configs/extend-4x-gpu.yaml train.init_from=$(GPU_SEED_DIR)/rope run.name=rope-continued \
+		model.position.scaling=null
+
+gpu-study-eval: gpu-check
+	$(GPU_PY) -m eval.extrapolation $(GPU_RUNS) --lengths 256,512,1024,2048,4096 \
+		--scaling none,linear,ntk,dynamic,yarn,dynamic-yarn --fixed-factors 4 --out $(GPU_REPORT)/seed$(SEED) --resume
+	$(GPU_PY) -m eval.probe $(GPU_RUNS) --out $(GPU_REPORT)/seed$(SEED) --resume
+	$(GPU_PY) -m eval.summary $(GPU_RUNS) --out $(GPU_REPORT)/seed$(SEED)/training.md
+
+# Back on the CPU: the seeds' folders merged into one report.
+gpu-study-merge: install
+	$(PY) -m eval.merge $(sort $(wildcard $(GPU_REPORT)/seed*)) --out $(GPU_REPORT)
+
+# One epoch of configs/minimind-26m.yaml on the Gutenberg corpus: its time, tokens/s and perplexity.
+gpu-minimind: gpu-check
+	mkdir -p $(GPU_BENCH)
+	$(GPU_PY) -m data.prepare --config configs/minimind-26m.yaml data.source=$(GPU_DATA)
+	$(GPU_PY) train.py --config configs/minimind-26m.yaml run.name=minimind-26m-epoch data.source=$(GPU_DATA) \
+		train.max_steps=$$($(GPU_PY) -m data.prepare --config configs/minimind-26m.yaml data.source=$(GPU_DATA) --epoch-steps) \
+		--resume 2>&1 | tee $(GPU_BENCH)/minimind-26m-epoch.log
 
 visualize: install
 	$(PY) -m eval.visualize --out reports/visualize

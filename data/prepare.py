@@ -1,6 +1,7 @@
 """Prepare the data of a config ahead of training:
 
     python -m data.prepare --config configs/tiny.yaml [data.vocab_size=8192 ...]
+    python -m data.prepare --config configs/minimind-26m.yaml --epoch-steps   # prints the steps of one epoch
 
 The command line of `data.prepare_shards` (data/shards.py).
 """
@@ -24,9 +25,24 @@ from data.tokens import TokenData
 def main(argv: list[str] | None = None) -> None:
     parser = ArgumentParser(description="Tokenize a config's data source into cached token shards.")
     parser.add_argument("--config", required=True, help="YAML config; only its data: section is used")
+    parser.add_argument("--epoch-steps", action="store_true",
+                        help="print only the optimizer steps of one epoch of the training split "
+                             "(tokens / (train.batch_size x train.grad_accum x model.max_seq_len))")
     parser.add_argument("overrides", nargs="*", help="dotted.key=value, e.g. data.vocab_size=8192")
     args = parser.parse_args(argv)
-    run_cli(lambda: prepare_from_config(args.config, args.overrides))
+    if args.epoch_steps:
+        print(run_cli(lambda: epoch_steps(args.config, args.overrides)))
+    else:
+        run_cli(lambda: prepare_from_config(args.config, args.overrides))
+
+
+def epoch_steps(path: str, overrides: list[str]) -> int:
+    from config import Config, load_config
+    cfg = load_config(Config, path, overrides).resolve()
+    if is_task_source(cfg.data.source):
+        raise UserError("--epoch-steps: a task source has no epochs (its sequences are generated)")
+    tokens = len(TokenData(prepare_shards(cfg.data, progress=False), "train"))
+    return max(1, tokens // (cfg.train.batch_size * cfg.train.grad_accum * cfg.model.max_seq_len))
 
 
 def prepare_from_config(path: str, overrides: list[str]) -> None:

@@ -1,5 +1,5 @@
 """The GPU paths against the reference paths, on CUDA (skipped, with the reason, on a machine without it;
-`make gpu-report` runs them on one): FlexAttention against ALiBi folded into q and k and against the
+`make gpu-tests-bench` runs them on one): FlexAttention against ALiBi folded into q and k and against the
 learned biases' float mask, cached decoding
 against a full forward pass, torch.compile against eager, bf16 autocast against float32, fused
 AdamW against the loop implementation. The CPU versions of the first two are in tests/test_model.py."""
@@ -12,7 +12,7 @@ from model.attention import KVCache
 from model.gpt import GPT
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
-                                reason="no CUDA device: the GPU path tests run on a CUDA machine (make gpu-report)")
+                                reason="no CUDA device: the GPU path tests run on a CUDA machine (make gpu-tests-bench)")
 CUDA = torch.device("cuda")
 ENCODINGS = ["learned", "sinusoidal", "rope", "alibi", "nope", "t5", "kerple", "fire"]
 

@@ -1,0 +1,73 @@
+"""The GPU report's pieces (Makefile), checked on the CPU as far as they go there: each dry-runs with the
+commands the README says, a piece refuses a machine without CUDA in one line, a failing step of a
+pipeline fails the recipe, and the CPU merge step joins seeds measured apart."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from eval import merge
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+
+
+def make(*args, check=True):
+    return subprocess.run(["make", "--no-print-directory", *args], cwd=ROOT, capture_output=True, text=True,
+                          check=check)
+
+
+def test_each_piece_dry_runs_with_its_commands():
+    lines = make("-n", "gpu-study-train", "gpu-study-extend", "gpu-study-eval", "SEED=2",
+                 "GPU_ENCODINGS=alibi nope").stdout
+    assert "torch.cuda.is_available()" in lines  # gpu-check first
+    assert ("for p in alibi nope; do python3 train.py run.out_dir=runs/study-gpu/seed2 run.seed=2 "
+            "data.source=.gpu-data/gutenberg --resume --config configs/study-gpu.yaml run.name=$p "
+            "model.position.type=$p; done") in lines
+    assert "run.name=rope-pi" in lines and "train.init_from=runs/study-gpu/seed2/rope" in lines
+    assert "--out reports/extrapolation-gpu/seed2 --resume" in lines and "eval.probe" in lines
+    bench = make("-n", "gpu-tests-bench", "gpu-bench-peer", "gpu-minimind").stdout
+    assert "pytest tests/test_cuda.py" in bench and "--peer transformers" in bench and "--epoch-steps" in bench
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_a_piece_refuses_a_machine_without_cuda(tmp_path):
+    result = make("gpu-tests-bench", f"GPU_PY={sys.executable}", f"GPU_BENCH={tmp_path}", check=False)
+    assert result.returncode != 0
+    assert "needs a CUDA GPU" in result.stderr + result.stdout
+    assert not any(tmp_path.iterdir())  # stopped before the first step
+
+
+def test_a_failing_step_of_a_pipeline_fails_the_recipe():
+    # the recipes tee their output: without pipefail, `false | tee` would count as success
+    result = make("--eval", "pipeline-probe:\n\tfalse | tee /dev/null\n\techo reached", "pipeline-probe", check=False)
+    assert result.returncode != 0 and "reached" not in result.stdout
+
+
+def row(seed, length, ppl):
+    return {"run": "rope", "seed": seed, "position": "rope", "scaling": "none", "factor_rule": None, "factor": None,
+            "length": length, "train_length": 256, "ppl": ppl, "loss": None, "tokens": 4096, "windows": 4,
+            "split": "test", "stride": length, "note": "", "loss_by_position": []}
+
+
+def test_merge_joins_seeds_measured_apart(tmp_path, capsys):
+    for seed, ppls in ((1, (20.0, 30.0)), (2, (22.0, 34.0))):
+        folder = tmp_path / f"seed{seed}"
+        folder.mkdir()
+        (folder / "results.json").write_text(json.dumps([row(seed, 256, ppls[0]), row(seed, 512, ppls[1])]))
+    merge.main([str(tmp_path / "seed1"), str(tmp_path / "seed2"), "--out", str(tmp_path)])
+    rows = json.loads((tmp_path / "results.json").read_text())
+    assert sorted((r["seed"], r["length"]) for r in rows) == [(1, 256), (1, 512), (2, 256), (2, 512)]
+    line = next(l for l in (tmp_path / "results.md").read_text().splitlines() if l.startswith("| rope |"))
+    assert "| 2 | 21.00 ± 1.41 | 32.00 ± 2.83 |" in line  # two seeds: mean ± sample sd
+    assert (tmp_path / "ppl_vs_length.png").is_file()
+
+
+def test_merge_refuses_folders_without_results(tmp_path):
+    with pytest.raises(SystemExit) as e:
+        merge.main([str(tmp_path), "--out", str(tmp_path / "out")])
+    assert e.value.code == 2

@@ -366,6 +366,20 @@ class Fire(LearnedBias):
         bias = torch.cat(out, dim=-2)
         return bias if q_pos.dim() == 1 else bias.transpose(0, 1)
 
+    def mask(self, q_pos, k_pos):
+        if torch.is_grad_enabled() or q_pos.dim() != 1 or k_pos.dim() != 1 or not (consecutive(q_pos) and consecutive(k_pos)):
+            return super().mask(q_pos, k_pos)
+        # evaluation over consecutive positions: each block of rows computes only the keys its last query
+        # sees, about half of the T x S pairs at long lengths (the rest stays -inf)
+        T, S, rows = len(q_pos), len(k_pos), 256
+        seen = int(q_pos[0] - k_pos[0]) + 1  # keys the first query sees
+        out = torch.full((self.w2.shape[0], T, S), float("-inf"), device=q_pos.device)
+        for start in range(0, T, rows):
+            q, keys = q_pos[start:start + rows], k_pos[:min(S, seen + start + rows - 1)]
+            future = (keys[None, :] > q[:, None])
+            out[:, start:start + len(q), :len(keys)] = self.score_bias(q, keys).masked_fill(future, float("-inf"))
+        return out
+
     def mlp(self, x):
         return (torch.relu(x[..., None] * self.w1 + self.b1) @ self.w2.T + self.b2).movedim(-1, 0)
 
@@ -379,9 +393,9 @@ class Fire(LearnedBias):
         active = (inside[:, None] * w1 + b1 > 0).to(w1.dtype)  # (segments, hidden): the units on in each segment
         slope, intercept = (active * w1) @ self.w2.T, (active * b1) @ self.w2.T + self.b2  # (segments, H)
 
-        def f(x):
+        def f(x):  # (H, *x.shape); one small gather per head beats indexing an (H, segments) table
             s = torch.searchsorted(kinks, x)
-            return slope.T[:, s] * x + intercept.T[:, s]
+            return torch.stack([torch.addcmul(intercept[:, h][s], x, slope[:, h][s]) for h in range(slope.shape[1])])
         return f
 
 

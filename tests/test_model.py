@@ -386,6 +386,18 @@ def test_distance_biases_build_the_mask_from_one_bias_per_distance(position):
     torch.testing.assert_close(pe.score_bias(torch.tensor([40]), torch.tensor([40, 37, 0]))[:, 0], pe.distance_bias(d))
 
 
+@torch.no_grad()
+def test_fire_evaluation_mask_computes_only_the_seen_keys_with_the_same_values():
+    # FIRE's bias depends on the query position too (no Toeplitz): in evaluation, consecutive positions
+    # build it block by block of rows, each up to the keys its last query sees; the rest is -inf
+    pe = tiny("fire").position
+    for q_pos, k_pos in [(torch.arange(600), torch.arange(600)), (torch.arange(140, 700), torch.arange(100, 700)),
+                         (torch.tensor([900]), torch.arange(0, 901))]:
+        future = k_pos[None, :] > q_pos[:, None]
+        want = pe.score_bias(q_pos, k_pos).masked_fill(future, float("-inf"))
+        torch.testing.assert_close(pe.mask(q_pos, k_pos), want, atol=1e-6, rtol=1e-6)
+
+
 @torch.no_grad()  # FlexAttention has no CPU backward
 @pytest.mark.parametrize("position", BIASES)
 def test_flex_attention_equals_the_float_mask_for_learned_biases(position):

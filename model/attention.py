@@ -32,15 +32,20 @@ class KVCache:
         self.keys: list[torch.Tensor | None] = [None] * n_layers
         self.values: list[torch.Tensor | None] = [None] * n_layers
         self.positions: torch.Tensor | None = None  # (S,) or (B, S) absolute positions of the cached tokens
+        # the next position as a Python int while every sequence shares its positions (None otherwise),
+        # so that a decoding step needs no read-back from the device
+        self.next_position: int | None = 0
 
     def __len__(self) -> int:
         return 0 if self.positions is None else self.positions.shape[-1]
 
-    def extend(self, positions: torch.Tensor) -> torch.Tensor:
-        """Add the positions of the tokens of this forward pass (once, before the layers); returns all."""
+    def extend(self, positions: torch.Tensor, end: int) -> torch.Tensor:
+        """Add the positions of the tokens of this forward pass (once, before the layers), `end` their
+        largest + 1; returns all."""
         if self.positions is not None and self.positions.dim() != positions.dim():  # (S,) cache, (B, T) new
             self.positions = self.positions.expand(*positions.shape[:-1], -1)
         self.positions = positions if self.positions is None else torch.cat([self.positions, positions], dim=-1)
+        self.next_position = end if self.positions.dim() == 1 else None
         return self.positions
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):

@@ -88,19 +88,18 @@ class GPT(nn.Module):
         (KVCache.trim): its positions stay absolute.
         """
         B, T = idx.shape
-        end = T  # the last position + 1, known without reading the positions back in the common case
-        if positions is None:
-            positions = torch.arange(T, device=idx.device)
-            if cache is not None and len(cache):
-                positions = positions + cache.positions[..., -1:] + 1  # after each sequence's last position
-                end = int(positions.max()) + 1
+        start = 0 if cache is None else cache.next_position
+        if positions is None and start is not None:  # the last position + 1 is known without a read-back
+            positions, end = torch.arange(start, start + T, device=idx.device), start + T
         else:
+            if positions is None:  # a cache of per-sequence positions: each goes on after its own last one
+                positions = torch.arange(T, device=idx.device) + cache.positions[..., -1:] + 1
             end = int(positions.max()) + 1
         limit = self.position.max_positions
         if limit is not None and end > limit:
             raise PositionError(f"{self.cfg.position.type} positions stop at {limit - 1}; "
                                 f"this input needs position {end - 1}")
-        k_pos = positions if cache is None else cache.extend(positions)
+        k_pos = positions if cache is None else cache.extend(positions, end)
         # keys rotated in attention: all of them, or only the new ones where the cache holds rotated keys
         rot_pos = k_pos if self.position.dynamic else positions
         ctx = self.position.context(positions, k_pos, rot_pos, end)  # once per forward, shared by the layers

@@ -114,6 +114,24 @@ def test_a_compiled_flex_model_does_not_recompile_after_its_first_step(monkeypat
 
 
 @torch.no_grad()
+def test_a_compiled_model_decodes_without_recompiling_per_token():
+    # the cache keeps its next position as a Python int: no read-back from the device, and no new frame
+    # for each key length once the second step has made the shapes dynamic
+    from torch._dynamo.testing import CompileCounter
+    torch._dynamo.reset()
+    model, counter = tiny("rope"), CompileCounter()
+    compiled = torch.compile(model, backend=counter)
+    idx, cache = torch.randint(0, 97, (1, 40)), KVCache(2)
+    steps = [compiled(idx[:, :16], cache=cache)[0]]
+    frames = []
+    for i in range(16, 40):
+        steps.append(compiled(idx[:, i:i + 1], cache=cache)[0])
+        frames.append(counter.frame_count)
+    assert frames[-1] == frames[2] <= 4, frames
+    torch.testing.assert_close(torch.cat(steps, dim=1), model(idx)[0], atol=1e-4, rtol=1e-4)
+
+
+@torch.no_grad()
 @pytest.mark.parametrize("position", ["alibi", "t5"])
 def test_flex_decoding_compiles_a_bounded_number_of_times(position, monkeypatch):
     # The kernel is compiled with dynamic shapes (as on CUDA; counted with dynamo's counting backend,

@@ -33,6 +33,7 @@ after each, so an interrupted run keeps what it finished), results.md and PNG pl
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import sys
@@ -351,7 +352,7 @@ def previous_rows(path: Path, tool: str, field: str) -> list[dict]:
     if not path.is_file():
         return []
     try:
-        rows = json.loads(path.read_text())
+        rows = json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_text())
     except json.JSONDecodeError as e:
         raise UserError(f"--resume: {path} is not valid JSON ({e.msg} at line {e.lineno})") from None
     if not isinstance(rows, list) or not all(isinstance(r, dict) and field in r for r in rows):

@@ -16,13 +16,14 @@ with lo >= L asks for a distance longer than any seen in training: two different
 at a length pools its bands. Every run sees the same sequences (a fixed seed).
 
 A run has learned a task when its accuracy at L (no scaling, or its own) is at least 90%; results.md
-marks the rows of a task a run has not learned. Writes results.json (one row per run, scaling, task,
+marks the rows of a task a run has not learned. Writes results.json.gz (one row per run, scaling, task,
 length and band; rewritten after each measurement), results.md (mean ± sd over seeds) and plots:
 accuracy_vs_length.png, accuracy_vs_distance.png, training.json and training.png (validation accuracy by step).
 """
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 from pathlib import Path
 
@@ -31,7 +32,7 @@ import torch.nn.functional as F
 
 from tqdm import tqdm
 
-from checkpoint import atomic_write_text, model_config, read_metrics, read_run_config
+from checkpoint import atomic_write, atomic_write_text, model_config, read_metrics, read_run_config
 from config import ArgumentParser, UserError
 from data.tasks import sample, task_names, to_batch
 from device import keep_freed_host_memory, pick_device
@@ -51,6 +52,8 @@ from eval.extrapolation import (
 )
 from eval.results import curve_label, spread
 from model.rope import SCALINGS
+
+RESULTS = "results.json.gz"  # the rows; results.md is their table
 
 DEFAULT_MULTIPLES = "1,2,4,8,16"
 DEFAULT_SAMPLES = 24
@@ -263,7 +266,9 @@ def training_curves(training: list[dict]) -> dict[str, dict[str, dict[int, list[
 def write_report(rows: list[dict], training: list[dict], out: Path, plots: bool = True) -> None:
     """results.json, results.md, training.json (training_rows) and (with plots) the plots."""
     # a row per line: a three-seed report has thousands of rows
-    atomic_write_text(out / "results.json", "[\n" + ",\n".join(json.dumps(r, allow_nan=False) for r in rows) + "\n]\n")
+    text = "[\n" + ",\n".join(json.dumps(r, allow_nan=False) for r in rows) + "\n]\n"
+    # gzip: the rows of three seeds by task, scaling, length and distance band are megabytes of JSON
+    atomic_write(out / RESULTS, lambda tmp: Path(tmp).write_bytes(gzip.compress(text.encode(), mtime=0)))
     atomic_write_text(out / "training.json", "[\n" + ",\n".join(json.dumps(r, allow_nan=False) for r in training) + "\n]\n")
     atomic_write_text(out / "results.md", markdown(rows))
     if plots:
@@ -292,7 +297,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
     parser.add_argument("--out", type=Path, default=Path("reports/tasks"))
     parser.add_argument("--resume", action="store_true",
-                        help="keep the rows already in --out/results.json and measure only the missing ones "
+                        help=f"keep the rows already in --out/{RESULTS} and measure only the missing ones "
                              "(add seeds to a report, or finish an interrupted evaluation)")
     args = parser.parse_args(argv)
     rows: list[dict] = []
@@ -318,7 +323,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             given = {(run.name, run.seed) for run in runs}
             training[:0] = [r for r in previous_rows(args.out / "training.json", "eval.tasks training", "accuracy")
                             if (r["run"], r["seed"]) not in given]
-            rows.extend(task_rows(args.out / "results.json"))
+            rows.extend(task_rows(args.out / RESULTS))
             done = {measurement_key(r) for r in rows}
             jobs = [(m, task) for m, task in jobs if measurement_key(job_row(m, task)) not in done]
         evaluator = TaskEvaluator(args.samples, pick_device(args.device, "--device"), args.decode_chunk)
@@ -332,7 +337,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     keep_finished(work, rows, args.out, lambda: write_report(rows, training, args.out))
     write_report(rows, training, args.out)
     print(markdown(rows))
-    print(f"wrote {args.out}/results.json, results.md, training.json, accuracy_vs_length.png, accuracy_vs_distance.png, "
+    print(f"wrote {args.out}/{RESULTS}, results.md, training.json, accuracy_vs_length.png, accuracy_vs_distance.png, "
           "training.png")
     return rows
 

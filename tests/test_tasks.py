@@ -1,5 +1,6 @@
 """The long-range task track: the task sequences (data/tasks.py), training on them through train.py,
 and eval.tasks' rows by length, distance band, scaling and fine-tune."""
+import gzip
 import json
 from pathlib import Path
 
@@ -168,7 +169,7 @@ def test_eval_tasks_rows_by_length_band_and_scaling(task_runs, tmp_path):
     at_l = {r["scaling"]: r["accuracy"] for r in rows if r["run"] == "rope" and r["length"] == L
             and r["task"] == "recall1" and r["factor_rule"] in (None, "length/L", "T/L")}
     assert len(set(at_l.values())) == 1
-    assert json.loads((tmp_path / "results.json").read_text()) == rows
+    assert json.loads(gzip.decompress((tmp_path / "results.json.gz").read_bytes())) == rows
     text = (tmp_path / "results.md").read_text()
     assert "## recall1: by length" in text and "## passkey1: by distance" in text
     assert "| rope † | none |" in text  # six steps learn nothing: marked as not learned
@@ -235,7 +236,7 @@ def test_resume_measures_only_what_the_report_lacks(task_runs, tmp_path, capsys)
     again = eval_tasks.main([str(task_runs / "rope"), str(task_runs / "learned"), *common, "--resume"])
     assert again == both
     older = [{k: v for k, v in r.items() if k != "run_length"} for r in both]  # rows of an older eval.tasks
-    (tmp_path / "results.json").write_text(json.dumps(older))
+    (tmp_path / "results.json.gz").write_bytes(gzip.compress(json.dumps(older).encode()))
     with pytest.raises(SystemExit) as e:
         eval_tasks.main([str(task_runs / "rope"), *common, "--resume"])
     assert e.value.code == 2 and "older eval.tasks (rows without run_length)" in capsys.readouterr().err

@@ -9,10 +9,8 @@ evaluators write theirs: results.json, results.md and the plots, probes.json, pr
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from checkpoint import atomic_write_text
 from config import ArgumentParser, UserError, run_cli
 from eval import probe
 from eval.extrapolation import measurement_key, previous_rows, write_report
@@ -50,9 +48,7 @@ def main(argv=None):
     if results:
         write_report(results, args.out)
     if probes:
-        atomic_write_text(args.out / "probes.json", json.dumps(probes, indent=2, allow_nan=False) + "\n")
-        atomic_write_text(args.out / "probes.md", probe.markdown(probes))
-        probe.plot(probes, args.out / "probes.png")
+        probe.write_report(probes, args.out)
     seeds = sorted({r["seed"] for r in results + probes})
     print(f"wrote {args.out}: {len(results)} perplexity rows, {len(probes)} probe rows, seeds {seeds}")
 

@@ -328,17 +328,21 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for run in tqdm(runs, unit="run", dynamic_ncols=True, disable=None):  # off when not a terminal
             rows.extend(probe_run(run, methods, multiples, args.span, args.samples, args.passkey_samples, args.seed,
                                   device))
-            write_rows()
+            write_report(rows, args.out, tables=False)
 
-    def write_rows():
-        atomic_write_text(args.out / "probes.json", json.dumps(rows, indent=2, allow_nan=False) + "\n")
-
-    keep_finished(work, rows, args.out, write_rows)
-    atomic_write_text(args.out / "probes.md", markdown(rows))
-    plot(rows, args.out / "probes.png")
+    keep_finished(work, rows, args.out, lambda: write_report(rows, args.out, tables=False))
+    write_report(rows, args.out)
     print(markdown(rows))
     print(f"wrote {args.out}/probes.json, probes.md, probes.png")
     return rows
+
+
+def write_report(rows: list[dict], out: Path, tables: bool = True) -> None:
+    """probes.json, and with `tables` probes.md and probes.png (eval.merge writes merged seeds this way)."""
+    atomic_write_text(out / "probes.json", json.dumps(rows, indent=2, allow_nan=False) + "\n")
+    if tables:
+        atomic_write_text(out / "probes.md", markdown(rows))
+        plot(rows, out / "probes.png")
 
 
 if __name__ == "__main__":

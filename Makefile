@@ -105,10 +105,8 @@ extrapolation-tasks:
 	$(MAKE) task-eval STUDY=runs/tasks STUDY_CONFIG=configs/tasks.yaml EXTEND_CONFIG=configs/extend-4x-tasks.yaml \
 		STUDY_REPORT=reports/tasks
 
-# Dynamic scalings decode 16 tokens a step past L (not 1, as generation does): one seed's evaluation
-# then fits the track's 30-minute budget on 2 cores.
 task-eval: $(addprefix study-seed,$(SEED_NUMBERS))
-	$(RUN_PY) -m eval.tasks $(STUDY_RUNS) --decode-chunk 16 --out $(STUDY_REPORT) $(EVAL_RESUME)
+	$(RUN_PY) -m eval.tasks $(STUDY_RUNS) --out $(STUDY_REPORT) $(EVAL_RESUME)
 
 # The GPU report, in pieces that each fit one 10-minute command on one H100 and run with the GPU machine's
 # own Python (torch, transformers, sentencepiece ...: no install, no network, no datasets or wandb). The

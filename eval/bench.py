@@ -181,10 +181,12 @@ def bench_eval(model: GPT, run, device, multiples: list[int], repeats: int) -> l
 def bench_generation(model: GPT, run, device, multiples=(1, 8), new_tokens: int = 64, warmup: int = 8) -> list[dict]:
     """Decoding tokens/s (batch 1, KV cache) of the last `new_tokens` tokens of a context of m x L, through
     `run` (the model as trained), after a prefill and `warmup` decoded tokens that are not timed (the
-    compilations of a new length happen there)."""
+    compilations of a new length happen there). `compiles`: dynamo graphs compiled while timed, which
+    should be none."""
+    from torch._dynamo.utils import counters
     L, rows = model.cfg.max_seq_len, []
     for m in multiples:
-        row = {"multiple": m, "tokens_per_s": None, "note": ""}
+        row = {"multiple": m, "tokens_per_s": None, "compiles": 0, "note": ""}
         rows.append(row)
         if model.position.max_positions is not None and m * L > model.position.max_positions:
             row["note"] = "n/a (past the learned table)"
@@ -196,11 +198,12 @@ def bench_generation(model: GPT, run, device, multiples=(1, 8), new_tokens: int 
                 cache = KVCache(model.cfg.n_layers)
                 run(x[:, :prefill], cache=cache, last_only=True)
                 sync(device)
-                start = time.perf_counter()
+                graphs, start = counters["stats"]["unique_graphs"], time.perf_counter()
                 for i in range(prefill, m * L if timed else min(m * L, prefill + warmup)):
                     run(x[:, i:i + 1], cache=cache, last_only=True)
                 sync(device)
         row["tokens_per_s"] = (m * L - prefill) / (time.perf_counter() - start)
+        row["compiles"] = counters["stats"]["unique_graphs"] - graphs
     return rows
 
 
@@ -233,12 +236,14 @@ def markdown(results: dict) -> str:
     generation = results["rows"][0].get("generation") or []
     if generation:
         lines += ["", f"Generation (batch 1, KV cache, {path}, after 8 untimed decoded tokens): tokens/s decoding "
-                  "the last 64 tokens of a context of each multiple of the training length.", "",
+                  "the last 64 tokens of a context of each multiple of the training length (and the graphs "
+                  "torch.compile built while timed, where any).", "",
                   "| encoding | " + " | ".join(f"{g['multiple']}x" for g in generation) + " |",
                   "|---|" + "---:|" * len(generation)]
         for r in results["rows"]:
-            lines.append(f"| {r['position']} | " + " | ".join(g["note"] or fmt(g["tokens_per_s"])
-                                                             for g in r["generation"]) + " |")
+            lines.append(f"| {r['position']} | " + " | ".join(
+                g["note"] or fmt(g["tokens_per_s"]) + (f" ({g['compiles']} compiles)" if g.get("compiles") else "")
+                for g in r["generation"]) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -2,7 +2,7 @@
 
     python -m eval.extrapolation runs/study/seed1/rope runs/study/seed1/alibi --lengths 128,256,512,1024,2048 \
         --scaling none,linear,ntk,dynamic,yarn,dynamic-yarn [--fixed-factors 4] [--split test] [--stride 64] \
-        [--max-tokens 32768] [--batch-size 4] [--decode-chunk 1] [--device cpu] [--out reports/extrapolation]
+        [--max-tokens 32768] [--batch-size 4] [--decode-chunk 16] [--device cpu] [--out reports/extrapolation]
 
 The protocol is the ALiBi paper's (Press et al., arXiv 2108.12409): windows of `length`
 tokens inside held-out documents, non-overlapping by default (every target of a window scored). With
@@ -17,9 +17,10 @@ Which scalings apply to which run (L = the run's max_seq_len):
         per-length factor s = max(1, length / L) (plain RoPE up to L), and with each fixed factor of
         --fixed-factors at every length, 1x included: the cost of a fixed s at short lengths.
       * dynamic methods run as in generation: the first L tokens of a window are prefilled, the rest
-        decoded through the KV cache --decode-chunk tokens at a time, the frequencies following the
-        current length T (`dynamic`: NTK with s = T / L, the YaRN paper's Dynamic NTK, section 3.3;
-        `dynamic-yarn`: YaRN with s = T / L). Keys are cached before rotation and re-rotated.
+        decoded through the KV cache, each token with the frequencies of the current length T
+        (`dynamic`: NTK with s = T / L, the YaRN paper's Dynamic NTK, section 3.3; `dynamic-yarn`: YaRN
+        with s = T / L). Keys are cached before rotation and re-rotated. --decode-chunk tokens go through
+        one forward pass, each still at its own length (Rope.chunk_context), so it sets speed only.
   - a run continued from another (train.init_from: a context-extension fine-tune or its control):
     only the scaling it was trained with (or none), labelled e.g. "yarn (fine-tuned)"; its L is
     original_max_position_embeddings when it has a scaling.
@@ -72,6 +73,9 @@ from model.rope import SCALINGS, is_dynamic
 
 DEFAULT_LENGTHS = "256,512,1024,2048,4096"
 DEFAULT_MAX_TOKENS = 32768
+DECODE_CHUNK = 16
+DECODE_CHUNK_HELP = (f"tokens per forward pass when a dynamic scaling decodes past L; each keeps the frequencies "
+                     f"of its own length, as in one-token steps, so this sets speed only (default {DECODE_CHUNK})")
 TOKENS_PER_FORWARD = 16384  # default batch = this // length (at least 1): bounds logits and attention memory
 N_BUCKETS = 8  # position buckets of loss_by_position
 
@@ -160,7 +164,7 @@ def plan(run: Run, methods: list[str], lengths: list[int], fixed_factors: list[f
 def logits_in_parts(model, x: torch.Tensor, decode_from: int | None, chunk: int):
     """Yield (a, b, logits of x[:, a:b]) over inputs x (B, n): one forward pass, or, with `decode_from`,
     a prefill of that many tokens and then decoding through the KV cache `chunk` tokens at a time, as
-    generation runs (the frequencies of a dynamic scaling follow the current length)."""
+    generation runs one at a time (a dynamic scaling gives each token the frequencies of its own length)."""
     cache = None if decode_from is None else KVCache(model.cfg.n_layers)
     edges = [0, x.shape[1]] if decode_from is None else [0, *range(decode_from, x.shape[1], chunk), x.shape[1]]
     for a, b in zip(edges, edges[1:]):
@@ -176,7 +180,7 @@ def window_losses(model, x: torch.Tensor, y: torch.Tensor, decode_from: int | No
 
 
 def token_losses(model, data: TokenData, windows, length: int, batch_size: int, device,
-                 decode_from: int | None = None, chunk: int = 1):
+                 decode_from: int | None = None, chunk: int = DECODE_CHUNK):
     """Sum and count of next-token losses by position in the window, (length,) each, over the
     scored targets of `windows` (the last n_scored of each)."""
     loss_sum = torch.zeros(length, dtype=torch.float64)
@@ -228,7 +232,7 @@ class Evaluator:
     """Measures rows, reusing loaded models, token data, windows and identical measurements."""
 
     def __init__(self, split: str, stride: int | None, max_tokens: int, batch_size: int | None, device: str,
-                 decode_chunk: int = 1):
+                 decode_chunk: int = DECODE_CHUNK):
         self.split, self.stride, self.max_tokens, self.batch_size = split, stride, max_tokens, batch_size
         self.device, self.decode_chunk = torch.device(device), decode_chunk
         self.data: dict[str, TokenData] = {}
@@ -397,8 +401,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--fixed-factors", default="4",
                         help="fixed factors at which static methods are also evaluated at every length "
                              "(comma-separated, '' for none; default 4)")
-    parser.add_argument("--decode-chunk", type=int, default=1,
-                        help="tokens per decoding step of the dynamic methods past L (default 1, as in generation)")
+    parser.add_argument("--decode-chunk", type=int, default=DECODE_CHUNK, help=DECODE_CHUNK_HELP)
     parser.add_argument("--split", default="test", choices=("train", "val", "test"))
     parser.add_argument("--stride", type=int, default=None, help="sliding-window stride (default: non-overlapping)")
     parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS,

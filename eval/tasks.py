@@ -3,7 +3,7 @@ distance, for every run, seed, RoPE scaling and fine-tune.
 
     python -m eval.tasks runs/tasks/seed1/rope runs/tasks/seed1/alibi [--multiples 1,2,4,8,16] [--lengths ...] \
         [--scaling none,linear,ntk,dynamic,yarn,dynamic-yarn,llama3] [--fixed-factors 4] [--samples 24] \
-        [--decode-chunk 1] [--device cpu] [--out reports/tasks]
+        [--decode-chunk 16] [--device cpu] [--out reports/tasks]
 
 Which scalings apply to which run is eval.extrapolation's rule (`plan`): an unscaled RoPE run gets every
 method, static ones at s = length / L and at each fixed factor, dynamic ones through the KV cache as in
@@ -37,6 +37,8 @@ from config import ArgumentParser, UserError
 from data.tasks import sample, task_names, to_batch
 from device import keep_freed_host_memory, pick_device
 from eval.extrapolation import (
+    DECODE_CHUNK,
+    DECODE_CHUNK_HELP,
     Measurement,
     Models,
     Run,
@@ -292,8 +294,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help="fixed factors at which static methods are also evaluated ('' for none; default 4)")
     parser.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
                         help=f"sequences per task, length and distance band (default {DEFAULT_SAMPLES})")
-    parser.add_argument("--decode-chunk", type=int, default=1,
-                        help="tokens per decoding step of the dynamic methods past L (default 1, as in generation)")
+    parser.add_argument("--decode-chunk", type=int, default=DECODE_CHUNK, help=DECODE_CHUNK_HELP)
     parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
     parser.add_argument("--out", type=Path, default=Path("reports/tasks"))
     parser.add_argument("--resume", action="store_true",

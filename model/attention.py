@@ -111,6 +111,17 @@ def causal_mask(q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
     return mask if mask.dim() == 2 else mask[:, None]
 
 
+def per_query_attention(q, k, v, ctx: PositionContext, scale: float):
+    """Causal attention where each query reads its own rotation of the keys, k (B, nkv, T, S, d): a
+    dynamic RoPE scaling decoding a chunk (Rope.chunk_context). Query head h reads key head h // (H / nkv),
+    as SDPA's enable_gqa."""
+    q = q.unflatten(1, (k.shape[1], -1))  # (B, nkv, H / nkv, T, d)
+    scores = torch.einsum("bngtd,bntsd->bngts", q.float(), k.float()) * scale
+    scores = scores.masked_fill(~causal_mask(ctx.q_pos, ctx.k_pos), float("-inf"))
+    y = torch.einsum("bngts,bnsd->bngtd", scores.softmax(-1), v.float())
+    return y.flatten(1, 2).to(v.dtype)
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig, layer: int):
         super().__init__()
@@ -141,6 +152,8 @@ class Attention(nn.Module):
         gqa = self.n_kv_heads != self.n_heads
         dropout = self.dropout if self.training else 0.0
         scale = self.head_dim ** -0.5
+        if ctx.per_query_keys:
+            return per_query_attention(q, k, v, ctx, scale)
         if ctx.block_mask is not None and dropout == 0.0:  # GPT.forward set FlexAttention up
             return flex_attention(q, k, v, ctx, scale)
         if ctx.bias is not None:

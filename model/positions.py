@@ -64,6 +64,9 @@ class PositionContext:
     q_angles: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin (T, d/2) or (B, 1, T, d/2)
     k_angles: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin of the keys being rotated
     bias: torch.Tensor | None = None  # (heads, T, S) or (B, heads, T, S): a learned score bias, -inf on future keys
+    # k_angles (T, S, d/2): each query rotates every key with its own frequencies (a dynamic scaling
+    # decoding a chunk of T tokens, as T one-token steps would)
+    per_query_keys: bool = False
     score_mod: object = None  # with FlexAttention (GPT.use_flex_attention): the encoding's score_mod ...
     block_mask: object = None  # ... and the causal BlockMask of this forward's shape
 
@@ -162,6 +165,9 @@ class Rope(PositionalEncoding):
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def context(self, q_pos, k_pos, rot_pos, length):
+        T = q_pos.shape[-1]
+        if self.dynamic and q_pos.dim() == 1 and k_pos.shape[-1] > T > 1:
+            return self.chunk_context(q_pos, k_pos, length)
         inv_freq, factor = self.inv_freq, self.attention_factor
         if self.dynamic:  # frequencies depend on the current length: recompute, never mutate buffers
             inv_freq, factor = rope_frequencies(self.dims, self.theta, self.scaling, seq_len=length,
@@ -170,13 +176,31 @@ class Rope(PositionalEncoding):
         q_angles = k_angles if rot_pos is q_pos else per_head(rope_angles(q_pos, inv_freq, factor))
         return PositionContext(q_pos, k_pos, q_angles, k_angles)
 
+    def chunk_context(self, q_pos, k_pos, length):
+        """A dynamic scaling decoding T tokens after a cache, exactly as T one-token steps: the token at
+        position p (contiguous positions, the last one length - 1) takes the frequencies of length p + 1,
+        for itself and for every key it reads, so each query gets its own rotation of the keys."""
+        T = q_pos.shape[-1]
+        freqs = [rope_frequencies(self.dims, self.theta, self.scaling, seq_len=n, device=q_pos.device)
+                 for n in range(length - T + 1, length + 1)]
+        inv_freq = torch.stack([f for f, _ in freqs])  # (T, d/2)
+        factor = torch.tensor([a for _, a in freqs], device=q_pos.device)[:, None]  # (T, 1)
+        q_angles = q_pos.to(inv_freq.dtype)[:, None] * inv_freq  # (T, d/2)
+        k_angles = k_pos.to(inv_freq.dtype)[None, :, None] * inv_freq[:, None]  # (T, S, d/2)
+        return PositionContext(q_pos, k_pos, (q_angles.cos() * factor, q_angles.sin() * factor),
+                               (k_angles.cos() * factor[:, None], k_angles.sin() * factor[:, None]),
+                               per_query_keys=True)
+
     def rotate(self, q, k, ctx):
+        if ctx.per_query_keys:
+            k = k.unsqueeze(2)  # (B, nkv, 1, S, d), rotated into (B, nkv, T, S, d)
         return self.rotate_part(q, ctx.q_angles), self.rotate_part(k, ctx.k_angles)
 
     def rotate_part(self, x, angles):
         if self.dims == x.shape[-1]:
             return apply_rope(x, *angles)
-        return torch.cat([apply_rope(x[..., :self.dims], *angles), x[..., self.dims:]], dim=-1)
+        rotated = apply_rope(x[..., :self.dims], *angles)
+        return torch.cat([rotated, x[..., self.dims:].expand(*rotated.shape[:-1], -1)], dim=-1)
 
 
 def per_head(angles):

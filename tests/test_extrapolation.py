@@ -126,6 +126,8 @@ def test_cached_dynamic_decoding_sees_the_frequencies_of_the_current_length(meth
     x = torch.randint(0, 64, (2, 48))
     y = torch.randint(0, 64, (2, 48))
     cached = extrapolation.window_losses(model, x, y, 16, 1)
+    # the evaluators' default chunk of 16 decoded tokens gives the same losses (Rope.chunk_context)
+    torch.testing.assert_close(extrapolation.window_losses(model, x, y, 16, 16), cached, rtol=1e-5, atol=1e-5)
     for t in (16, 30, 47):
         prefix = extrapolation.window_losses(model, x[:, :t + 1], y[:, :t + 1], None, 1)
         torch.testing.assert_close(cached[:, t], prefix[:, -1], rtol=1e-4, atol=1e-4)

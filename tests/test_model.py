@@ -219,6 +219,22 @@ def test_kv_cache_re_rotates_keys_for_dynamic_scaling(kind):
         torch.testing.assert_close(step[0, -1], full[0, -1], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("kind,fraction", [("dynamic", 1.0), ("dynamic-yarn", 1.0), ("dynamic-yarn", 0.5)])
+def test_dynamic_scaling_decodes_a_chunk_exactly_as_token_by_token(kind, fraction):
+    # In a chunk of decoded tokens each takes the frequencies of its own length, for its query and
+    # every key it reads: chunks of 7 (crossing L = 16, then growing past it) give the logits of
+    # one-token steps, over two layers, grouped heads and a partly rotated head.
+    model = tiny("rope", rotary_fraction=fraction, init_std=0.3,
+                 scaling={"type": kind, "factor": 2.0, "original_max_position_embeddings": 16})
+    idx = torch.randint(0, 97, (2, 45))
+
+    def decode(chunk):
+        cache = KVCache(model.cfg.n_layers)
+        edges = [0, 12, *range(12 + chunk, 45, chunk), 45]
+        return torch.cat([model(idx[:, a:b], cache=cache)[0] for a, b in zip(edges, edges[1:])], dim=1)
+    torch.testing.assert_close(decode(7), decode(1), atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("position", ALL)
 def test_only_nope_ignores_the_order_of_the_context(position):
     # One attention layer; the last token (the query) is the same, the context [A, B, C] is reversed.

@@ -183,12 +183,10 @@ class Rope(PositionalEncoding):
         T = q_pos.shape[-1]
         freqs = [rope_frequencies(self.dims, self.theta, self.scaling, seq_len=n, device=q_pos.device)
                  for n in range(length - T + 1, length + 1)]
-        inv_freq = torch.stack([f for f, _ in freqs])  # (T, d/2)
+        inv_freq = torch.stack([f for f, _ in freqs])  # (T, d/2): a row per query
         factor = torch.tensor([a for _, a in freqs], device=q_pos.device)[:, None]  # (T, 1)
-        q_angles = q_pos.to(inv_freq.dtype)[:, None] * inv_freq  # (T, d/2)
-        k_angles = k_pos.to(inv_freq.dtype)[None, :, None] * inv_freq[:, None]  # (T, S, d/2)
-        return PositionContext(q_pos, k_pos, (q_angles.cos() * factor, q_angles.sin() * factor),
-                               (k_angles.cos() * factor[:, None], k_angles.sin() * factor[:, None]),
+        return PositionContext(q_pos, k_pos, rope_angles(q_pos, inv_freq, factor),  # (T, d/2)
+                               rope_angles(k_pos, inv_freq[:, None], factor[:, None]),  # (T, S, d/2)
                                per_query_keys=True)
 
     def rotate(self, q, k, ctx):

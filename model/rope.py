@@ -187,8 +187,9 @@ def rope_frequencies(head_dim: int, theta: float, scaling: ScalingConfig | None 
         return SCALINGS[scaling.type].fn(head_dim, float(theta), L, float(scaling.factor or 1.0), seq_len, scaling)
 
 
-def rope_angles(positions: torch.Tensor, inv_freq: torch.Tensor, attention_factor: float = 1.0):
-    """cos and sin of shape (..., T, d/2) for integer positions (..., T)."""
+def rope_angles(positions: torch.Tensor, inv_freq: torch.Tensor, attention_factor: float | torch.Tensor = 1.0):
+    """cos and sin of shape (..., T, d/2) for integer positions (..., T); inv_freq (d/2,), or with leading
+    dimensions that broadcast against (T, d/2) (Rope.chunk_context: frequencies per query)."""
     angles = positions.to(inv_freq.dtype)[..., None] * inv_freq  # (..., T, d/2)
     return angles.cos() * attention_factor, angles.sin() * attention_factor
 

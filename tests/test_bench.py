@@ -21,9 +21,27 @@ def test_bench_reports_training_evaluation_and_generation(tmp_path):
     results = json.loads((tmp_path / "bench.json").read_text())
     alibi, learned = results["rows"]
     assert alibi["train_tokens_per_s"] > 0 and [e["multiple"] for e in alibi["eval"]] == [1, 2, 8]
-    assert all(g["tokens_per_s"] > 0 and g["compiles"] == 0 for g in alibi["generation"])
+    assert all(g["tokens_per_s"] > 0 for g in alibi["generation"])
     assert [g["note"] for g in learned["generation"]] == ["", "n/a (past the learned table)"]
     assert "Generation (batch 1, KV cache, eager model" in (tmp_path / "bench.md").read_text()
+
+
+def test_generation_is_timed_after_its_compilations():
+    # Through a compiled model (dynamo only, backend "eager": no code generation), the untimed decoded
+    # tokens take the compilations of the new shapes (one token, then a growing cache), so none lands in
+    # the timed tokens; without them the count shows the compilations that would have been timed.
+    import torch
+    from config import ModelConfig
+    from model.gpt import GPT
+    model = GPT(ModelConfig(vocab_size=64, d_model=32, n_layers=1, n_heads=4, n_kv_heads=2, max_seq_len=32)).eval()
+
+    def compiles(warmup):
+        torch._dynamo.reset()
+        run = torch.compile(model, backend="eager")
+        return bench.bench_generation(model, run, torch.device("cpu"), multiples=(1,), new_tokens=16,
+                                      warmup=warmup)[0]["compiles"]
+    assert compiles(warmup=0) >= 1
+    assert compiles(warmup=8) == 0
 
 
 SMALL = ["model.d_model=32", "model.max_seq_len=64", "train.batch_size=2", "run.device=cpu"]

@@ -2,26 +2,32 @@
 
 A data source like a text corpus (`data.source: tasks`, or `tasks:recall1,passkey1` for some of them),
 so training, resume, checkpoints, DDP, scalings and fine-tunes work unchanged. Every sequence is one
-task, chosen at random; its facts sit at random places in random filler, so no fixed offset solves it,
-and the questions come at the end. Loss and accuracy count the answer tokens only (targets are -1
-elsewhere). Sequences are a pure function of (seed, step, index), like the text batches.
+task, chosen at random; its facts sit at random places in filler, so no fixed offset solves it, and the
+questions come at the end. Accuracy and validation loss count the answer tokens only (targets are -1
+elsewhere); training also predicts one filler token in eight (see `filler`). Sequences are a pure function
+of (seed, step, index), like the text batches.
 
-    copy      a span of 8 distinct symbols, repeated at the end: predict its tokens after the first
+    copy      a span of 8 distinct values, repeated at the end: predict its tokens after the first
               (induction copying, Olsson et al. 2022, arXiv 2209.11895)
-    recall    8 key-value pairs (two tokens each) in the filler; at the end every key is asked again,
+    recall    8 key-value pairs (two tokens each) in the filler; at the end every key is asked once,
               answered by its value: multi-query associative recall (Zoology, arXiv 2312.04927)
-    passkey   a KEY marker and five digits, once; at the end the marker again, answered by the digits
-              (the passkey retrieval of Mohtashami & Jaggi, arXiv 2305.16300, used by the PI and YaRN papers)
-    recall1   8 pairs, each fused into one token (16 keys x 4 values), every key asked twice at the end:
+    passkey   a KEY marker and five distinct digits, once; at the end the marker again, answered by the
+              digits (the passkey retrieval of Mohtashami & Jaggi, arXiv 2305.16300, used by the PI and YaRN
+              papers; distinct, so that each digit names the next one without ambiguity)
+    recall1   8 pairs, each fused into one token (16 keys x 4 values), every key asked once at the end:
               single-hop, the question needs no previous-token circuit, only attention from the key to the
               token that holds it
     passkey1  one fused passkey token (one of 16) in the filler; at the end a QUERY marker, answered by it
 
-Training places facts anywhere in the window. `distances=(lo, hi)` places them more than lo and at most
-hi tokens before the sequence's last token (eval.tasks), so that "positions past L at a distance seen
-in training" (hi <= L in a longer sequence) and "a distance longer than any seen in training" (lo >= L)
-are measured apart. `Sample.distances` gives each answer's own distance, from the token that predicts it
-back to the token that holds it.
+Two rules keep the measurement honest. Nothing near a question gives its answer away: every key is asked
+once, and the facts' alphabets never occur in the filler, so a solver that reads only the last k tokens
+is at chance for facts farther back than k (tests/test_tasks.py runs one). And a fact's distance is
+counted from the token that asks (the one that predicts the answer) back to the token that holds the
+answer (`Sample.distances`): `distances=(lo, hi)` places every fact so that each of its answers lies
+more than lo and at most hi tokens back from the token that asks for it. Training places facts anywhere
+before the questions, so every training distance is below the training length L: a band with lo >= L
+holds only distances longer than any seen in training, and a band with hi <= L in a longer sequence
+holds positions past L at distances seen in training (eval.tasks measures the two apart).
 """
 from __future__ import annotations
 
@@ -37,12 +43,14 @@ from config import DataConfig, UserError, is_task_source
 QUERY, KEY = 0, 1
 FILLER = np.arange(2, 34)     # 32 noise symbols
 KEYS = np.arange(34, 50)      # 16 keys
-VALUES = np.arange(50, 66)    # 16 values; the first 10 are the passkey's digits
+VALUES = np.arange(50, 66)    # 16 values, the only answers of every task; the first 10 are the passkey's digits
 PAIRS = 66                    # 66 + 4 * key + value: a key and one of 4 values in one token
 PASSES = 130                  # 130 + value: the passkey marker and one of 16 values in one token
 VOCAB_SIZE = 146
 
 VAL_SEED = 987_654_321  # validation sequences: the same for every run and seed
+FOLLOW = 0.75  # share of filler tokens that continue their chain
+FILLER_TARGETS = 1 / 8  # share of filler tokens training predicts beside the answers
 
 
 @dataclass
@@ -50,6 +58,7 @@ class Sample:
     tokens: np.ndarray   # (n,) int64; the model reads tokens[:-1] and predicts tokens[1:]
     answers: np.ndarray  # indices into tokens of the answer tokens (each >= 1)
     facts: np.ndarray    # for each answer, the index of the token holding it
+    filler_targets: np.ndarray | None = None  # indices of the filler tokens training also predicts
 
     @property
     def distances(self) -> np.ndarray:
@@ -62,41 +71,66 @@ class Task:
     question_len: int  # tokens of the question block at the end
     fact_len: int  # tokens of one fact
     n_facts: int
+    holder: int  # offset in a fact of its first answer-holding token
+    asks: tuple[int, int]  # the first and last token that ask for a fact's first holder, counted back from the end
+    chance: float  # accuracy of a blind guess among the answers' alphabet (excluding the symbols already asked)
 
 
 TASKS: dict[str, Task] = {}
 
 
-def register(name: str, question_len: int, fact_len: int, n_facts: int):
+def register(name: str, question_len: int, fact_len: int, n_facts: int, holder: int, asks: tuple[int, int],
+             chance: float):
     def wrap(fn):
-        TASKS[name] = Task(fn, question_len, fact_len, n_facts)
+        TASKS[name] = Task(fn, question_len, fact_len, n_facts, holder, asks, chance)
         return fn
     return wrap
 
 
 def place(rng: np.random.Generator, n_tokens: int, task: Task, distances: tuple[int, int] | None) -> np.ndarray:
-    """Random non-overlapping starts of the task's facts in the context before the question block; with
-    `distances` = (lo, hi), every fact token lies more than lo and at most hi tokens before the last one."""
-    c = n_tokens - task.question_len
-    a, e = 0, c
+    """Random non-overlapping starts of the task's facts before the question block; with `distances` =
+    (lo, hi), every answer lies more than lo and at most hi tokens back from each token that may ask for it
+    (a fact's holders and the tokens asking them are in step, so the first holder stands for all)."""
+    first, last = 0, n_tokens - task.question_len - task.fact_len  # the range of a fact's start
     if distances is not None:
         lo, hi = distances
-        a, e = max(0, n_tokens - 1 - hi), min(c, n_tokens - 1 - lo)
-    free = e - a - task.n_facts * task.fact_len  # slack to spread among the gaps
+        first_ask, last_ask = n_tokens - task.asks[0], n_tokens - task.asks[1]
+        first = max(first, last_ask - hi - task.holder)
+        last = min(last, first_ask - lo - 1 - task.holder)
+    free = last - first + 1 - task.n_facts * task.fact_len + (task.fact_len - 1)  # slack to spread among the gaps
     if free < 0:
-        raise UserError(f"{task.n_facts} facts of {task.fact_len} tokens do not fit in {e - a} tokens "
-                        f"(sequence of {n_tokens})")
+        raise UserError(f"{task.n_facts} facts of {task.fact_len} tokens do not fit at distances {distances} "
+                        f"in a sequence of {n_tokens}")
     gaps = np.sort(rng.choice(free + task.n_facts, task.n_facts, replace=False))  # stars and bars
-    return a + gaps + np.arange(task.n_facts) * (task.fact_len - 1)
+    return first + gaps + np.arange(task.n_facts) * (task.fact_len - 1)
 
 
 def filler(rng: np.random.Generator, n: int) -> np.ndarray:
-    return rng.choice(FILLER, n)
+    """Noise with local structure, as text has: two interleaved chains (even and odd positions), each token
+    the symbol after the one two back with probability FOLLOW, else a fresh random symbol. Predicting it
+    takes the token before the current one, so training on it forms a previous-token head, the first half
+    of the induction circuit that copy, recall and passkey need (Olsson et al. 2022, arXiv 2209.11895).
+    Over uniform noise no model of the track formed one in 6,000 steps (reports/tasks/README.md)."""
+    fresh = rng.random(n) >= FOLLOW
+    fresh[:2] = True
+    start = rng.integers(len(FILLER), size=n)
+    out = np.empty(n, dtype=np.int64)
+    for parity in (0, 1):
+        steps = np.arange(len(fresh[parity::2]))
+        last_fresh = np.maximum.accumulate(np.where(fresh[parity::2], steps, 0))
+        out[parity::2] = (start[parity::2][last_fresh] + steps - last_fresh) % len(FILLER)
+    return FILLER[out]
 
 
-@register("copy", question_len=8, fact_len=8, n_facts=1)
+def ask_each_once(rng: np.random.Generator, n: int, n_facts: int) -> tuple[np.ndarray, np.ndarray]:
+    """The question block's order (a permutation of the facts) and its answer indices: key, value, key, ..."""
+    return rng.permutation(n_facts), n - 2 * n_facts + 1 + 2 * np.arange(n_facts)
+
+
+@register("copy", question_len=8, fact_len=8, n_facts=1, holder=1, asks=(8, 8),
+          chance=float(np.mean([1 / (16 - j) for j in range(1, 8)])))
 def copy_task(rng, n, distances=None):
-    span = rng.choice(np.concatenate([KEYS, VALUES]), 8, replace=False)
+    span = rng.choice(VALUES, 8, replace=False)
     tokens = filler(rng, n)
     (p,) = place(rng, n, TASKS["copy"], distances)
     tokens[p:p + 8] = span
@@ -105,22 +139,22 @@ def copy_task(rng, n, distances=None):
     return Sample(tokens, answers, p + np.arange(1, 8))
 
 
-@register("recall", question_len=16, fact_len=2, n_facts=8)
+@register("recall", question_len=16, fact_len=2, n_facts=8, holder=1, asks=(16, 2), chance=1 / 16)
 def recall_task(rng, n, distances=None):
     keys = rng.choice(KEYS, 8, replace=False)
     values = rng.choice(VALUES, 8)
     tokens = filler(rng, n)
     starts = place(rng, n, TASKS["recall"], distances)
     tokens[starts], tokens[starts + 1] = keys, values
-    order = rng.permutation(8)
-    answers = n - 16 + 1 + 2 * np.arange(8)
+    order, answers = ask_each_once(rng, n, 8)
     tokens[answers - 1], tokens[answers] = keys[order], values[order]
     return Sample(tokens, answers, starts[order] + 1)
 
 
-@register("passkey", question_len=6, fact_len=6, n_facts=1)
+@register("passkey", question_len=6, fact_len=6, n_facts=1, holder=1, asks=(6, 6),
+          chance=float(np.mean([1 / (10 - j) for j in range(5)])))
 def passkey_task(rng, n, distances=None):
-    digits = rng.choice(VALUES[:10], 5)
+    digits = rng.choice(VALUES[:10], 5, replace=False)
     tokens = filler(rng, n)
     (p,) = place(rng, n, TASKS["passkey"], distances)
     tokens[p], tokens[p + 1:p + 6] = KEY, digits
@@ -128,20 +162,19 @@ def passkey_task(rng, n, distances=None):
     return Sample(tokens, np.arange(n - 5, n), p + np.arange(1, 6))
 
 
-@register("recall1", question_len=32, fact_len=1, n_facts=8)
+@register("recall1", question_len=16, fact_len=1, n_facts=8, holder=0, asks=(16, 2), chance=1 / 4)
 def single_hop_recall_task(rng, n, distances=None):
     keys = rng.choice(16, 8, replace=False)
     values = rng.choice(4, 8)
     tokens = filler(rng, n)
     starts = place(rng, n, TASKS["recall1"], distances)
     tokens[starts] = PAIRS + 4 * keys + values
-    order = rng.permutation(np.tile(np.arange(8), 2))  # every key asked twice
-    answers = n - 32 + 1 + 2 * np.arange(16)
+    order, answers = ask_each_once(rng, n, 8)
     tokens[answers - 1], tokens[answers] = KEYS[keys[order]], VALUES[values[order]]
     return Sample(tokens, answers, starts[order])
 
 
-@register("passkey1", question_len=2, fact_len=1, n_facts=1)
+@register("passkey1", question_len=2, fact_len=1, n_facts=1, holder=0, asks=(2, 2), chance=1 / 16)
 def single_hop_passkey_task(rng, n, distances=None):
     value = int(rng.integers(16))
     tokens = filler(rng, n)
@@ -168,15 +201,21 @@ def task_names(source: str) -> list[str]:
 def sample(task: str, n_tokens: int, seed: int, index: int, distances: tuple[int, int] | None = None) -> Sample:
     """One sequence of `n_tokens`, a pure function of its arguments."""
     rng = np.random.default_rng([seed, index, list(TASKS).index(task), n_tokens, *(distances or ())])
-    return TASKS[task].make(rng, n_tokens, distances)
+    s = TASKS[task].make(rng, n_tokens, distances)
+    chosen = (rng.random(n_tokens) < FILLER_TARGETS) & np.isin(s.tokens, FILLER)
+    s.filler_targets = np.flatnonzero(chosen[1:]) + 1  # the first token has nothing before it to predict it
+    return s
 
 
-def to_batch(samples: list[Sample]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(x, y), each (B, n - 1) int64: y is x shifted by one and -1 except at the answers."""
+def to_batch(samples: list[Sample], filler_targets: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x, y), each (B, n - 1) int64: y is x shifted by one and -1 except at the answers (and, for
+    training, at the samples' filler targets)."""
     tokens = torch.from_numpy(np.stack([s.tokens for s in samples]))
     y = torch.full_like(tokens, -1)
     for i, s in enumerate(samples):
         y[i, s.answers] = tokens[i, s.answers]
+        if filler_targets:
+            y[i, s.filler_targets] = tokens[i, s.filler_targets]
     return tokens[:, :-1].contiguous(), y[:, 1:].contiguous()
 
 
@@ -199,7 +238,7 @@ class TaskData:
             global_index = step * batch_size * micro_steps * world_size + index
             task = self.tasks[np.random.default_rng([seed, global_index]).integers(len(self.tasks))]
             samples.append(sample(task, seq_len + 1, seed, global_index))
-        return to_batch(samples)
+        return to_batch(samples, filler_targets=True)
 
     def validation(self, seq_len: int, max_tokens: int, batch_size: int) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
         """Fixed (task, x, y) batches, the same number of sequences for each task, about max_tokens in all."""

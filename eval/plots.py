@@ -168,7 +168,7 @@ def plot_task_accuracy(by_length: dict, by_distance: dict, learned: dict, out_di
     highest seed; a curve of a run that did not learn the task at L is drawn dotted."""
     for curves, name, xlabel in ((by_length, "accuracy_vs_length.png", "evaluation length (multiples of L)"),
                                  (by_distance, "accuracy_vs_distance.png",
-                                  "distance of the facts back from the end (tokens; band upper edge), longest length")):
+                                  "distance from the question back to the fact (tokens; band upper edge), longest length")):
         tasks, rows = task_panels(curves)
         if not tasks:
             continue

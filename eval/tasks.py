@@ -9,11 +9,12 @@ Which scalings apply to which run is eval.extrapolation's rule (`plan`): an unsc
 method, static ones at s = length / L and at each fixed factor, dynamic ones through the KV cache as in
 generation; a fine-tune gets its own scaling; other encodings none; `learned` past its table is n/a.
 
-At each length n the facts are placed in distance bands, counted back from the sequence's last token:
-(0, L], (L, 2L], (2L, 4L] ... (n/2, n], --samples sequences per band and task. A band with hi <= L in a
-sequence longer than L puts the facts at positions past L but at a distance seen in training; a band
-with lo >= L asks for a distance longer than any seen in training: two different failures. The accuracy
-at a length pools its bands. Every run sees the same sequences (a fixed seed).
+At each length n the facts are placed in distance bands, counted from the token that asks for an answer
+back to the token that holds it (data/tasks.py): (0, L], (L, 2L], (2L, 4L] ... (n/2, n], --samples
+sequences per band and task. A band with hi <= L in a sequence longer than L puts the facts at positions
+past L but at a distance seen in training; a band with lo >= L holds only distances longer than any seen
+in training: two different failures. The accuracy at a length pools its bands. Every run sees the same
+sequences (a fixed seed).
 
 A run has learned a task when its accuracy at L (no scaling, or its own) is at least 90%; results.md
 marks the rows of a task a run has not learned. Writes results.json.gz (one row per run, scaling, task,
@@ -34,7 +35,7 @@ from tqdm import tqdm
 
 from checkpoint import atomic_write, atomic_write_text, model_config, read_metrics, read_run_config
 from config import ArgumentParser, UserError
-from data.tasks import sample, task_names, to_batch
+from data.tasks import TASKS, sample, task_names, to_batch
 from device import keep_freed_host_memory, pick_device
 from eval.extrapolation import (
     DECODE_CHUNK,
@@ -65,7 +66,7 @@ TOKENS_PER_FORWARD = 1 << 18  # tiny task models: a whole (task, length) in one 
 
 
 def bands(length: int, L: int) -> list[tuple[int, int]]:
-    """Distance bands (lo, hi] back from the last token: (0, L], then doubling up to the length."""
+    """Distance bands (lo, hi] back from the token that asks: (0, L], then doubling up to the length."""
     edges = [0, min(L, length)]
     while edges[-1] < length:
         edges.append(min(2 * edges[-1], length))
@@ -217,16 +218,19 @@ def markdown(rows: list[dict]) -> str:
     lines = ["# Long-range tasks: answer accuracy (%) by length and by distance", "",
              f"Mean ± sample standard deviation over seeds ({', '.join(map(str, seeds))}), then each seed's value "
              "in that order; greedy prediction of "
-             "every answer token, the question's own tokens given. Chance: copy 1/32, recall 1/16, passkey 1/10, "
-             "recall1 1/4, passkey1 1/16.", "",
+             "every answer token, the question's own tokens given. Chance (a blind guess among the answers' "
+             "alphabet): " + ", ".join(f"{t} {100 * TASKS[t].chance:.1f}" for t in tasks) + ".", "",
              f"- †: a seed of this run did not learn the task (below {LEARNED:.0%} at the length it was trained "
              "at: L, or 4x L for a fine-tune): its rows past that length say nothing about extrapolation.",
-             "- By length: the facts in every distance band back from the end, (0, L] to (n/2, n], pooled.",
-             "- By distance, at each run's longest length: (0, L] is positions past L at distances seen in "
-             "training; the other bands are distances longer than any the base run saw (a fine-tune saw up to 4x L).",
+             "- By length: the facts in every distance band, (0, L] to (n/2, n], pooled. A distance counts from "
+             "the token that asks for an answer back to the token that holds it.",
+             "- By distance from the question, at each run's longest length: (0, L] is positions past L at "
+             "distances seen in training; the other bands are distances longer than any the base run saw "
+             "(a fine-tune saw up to 4x L).",
              "- s = length/L, s = 4, s = T/L (cached): the scalings as in eval.extrapolation; \"(fine-tuned)\": "
              "continued at 4x L with that scaling, \"none (fine-tuned)\" the control."]
-    for by, title in (("length", "by length (multiples of L)"), ("distance", "by distance back, at the longest length")):
+    for by, title in (("length", "by length (multiples of L)"),
+                      ("distance", "by distance from the question, at the longest length")):
         table = curves(rows, by)
         for task in tasks:
             keys = [k for k in table if k[0] == task]

@@ -39,8 +39,8 @@ test: install
 # the RoPE run extended to 4x with PI, with YaRN, and without scaling (the control); RoPE and ALiBi
 # trained with randomized positions, RoPE with PoSE, and RoPE continued with PoSE; everything
 # evaluated at 1x-16x on held-out plays, plus the context-use probes.
-# `make -j2 extrapolation SEEDS=3 THREADS=1` trains two seeds at once, one core each.
-# RESUME=1 keeps the rows already in the report and measures only the runs and seeds it lacks.
+# Every run is a target of its own (run/SEED/NAME): `make -j2 extrapolation THREADS=1` trains two runs
+# at once, one core each. RESUME=1 keeps the rows already in the report and measures only what it lacks.
 SEEDS ?= 1
 THREADS ?=
 STUDY ?= runs/study
@@ -49,63 +49,65 @@ EXTEND_CONFIG ?= configs/extend-4x.yaml
 STUDY_LENGTHS ?= 128,256,512,1024,2048
 DATA_OVERRIDE ?=
 ENCODINGS := learned sinusoidal rope alibi nope t5 kerple fire
-# RoPE variants, name:override
-VARIANTS := rope-half:model.position.rotary_fraction=0.5 rope-base1e5:model.position.theta=1e5 \
-	rope-base1e6:model.position.theta=1e6
-RESUME ?=
-EVAL_RESUME := $(if $(RESUME),--resume)
+VARIANTS := rope-half rope-base1e5 rope-base1e6
+EXTENSIONS := rope-pi rope-yarn rope-continued
+POSITION_RUNS := rope-randomized alibi-randomized rope-pose rope-pose-continued
+RUNS ?= $(ENCODINGS) $(VARIANTS) $(EXTENSIONS) $(POSITION_RUNS)
 # Training positions (train.positions): randomized over 16x L (every evaluated length), PoSE to 4x L,
 # and PoSE continuing the RoPE run at the 4x fine-tunes' steps and tokens (L-token windows, 4x the batch)
 RANDOMIZED ?= {type: randomized, max_position: 2048}
 POSE ?= {type: pose, max_position: 512}
-POSE_CONTINUE ?= model.max_seq_len=128 train.batch_size=32
-POSITION_RUNS := rope-randomized alibi-randomized rope-pose rope-pose-continued
-EXTENSIONS := rope-pi rope-yarn rope-continued
+# What each run adds to its config (an encoding's name is its model.position.type)
+ARGS_rope-half := model.position.type=rope model.position.rotary_fraction=0.5
+ARGS_rope-base1e5 := model.position.type=rope model.position.theta=1e5
+ARGS_rope-base1e6 := model.position.type=rope model.position.theta=1e6
+ARGS_rope-pi := "model.position.scaling={type: linear, factor: 4}"
+ARGS_rope-continued := model.position.scaling=null
+ARGS_rope-randomized := model.position.type=rope "train.positions=$(RANDOMIZED)"
+ARGS_alibi-randomized := model.position.type=alibi "train.positions=$(RANDOMIZED)"
+ARGS_rope-pose := model.position.type=rope "train.positions=$(POSE)"
+ARGS_rope-pose-continued := model.position.scaling=null model.max_seq_len=128 train.batch_size=32 \
+	"train.positions=$(POSE)"
+CONTINUED := $(EXTENSIONS) rope-pose-continued  # runs that continue the seed's RoPE run
 SEED_NUMBERS := $(shell seq 1 $(SEEDS))
-STUDY_RUNS := $(foreach s,$(SEED_NUMBERS),$(addprefix $(STUDY)/seed$(s)/,$(ENCODINGS) $(foreach v,$(VARIANTS),$(firstword $(subst :, ,$(v)))) $(EXTENSIONS) $(POSITION_RUNS)))
+RUN_TARGETS := $(foreach s,$(SEED_NUMBERS),$(addprefix run/$(s)/,$(RUNS)))
+STUDY_RUNS := $(foreach s,$(SEED_NUMBERS),$(addprefix $(STUDY)/seed$(s)/,$(RUNS)))
 RUN_PY := $(if $(THREADS),OMP_NUM_THREADS=$(THREADS)) $(PY)
 
-study-seed%: install
-	for p in $(ENCODINGS); do \
-		$(RUN_PY) train.py --config $(STUDY_CONFIG) run.out_dir=$(STUDY)/seed$* run.seed=$* run.name=$$p \
-			model.position.type=$$p $(DATA_OVERRIDE) --resume || exit 1; done
-	for v in $(VARIANTS); do \
-		$(RUN_PY) train.py --config $(STUDY_CONFIG) run.out_dir=$(STUDY)/seed$* run.seed=$* run.name=$${v%%:*} \
-			model.position.type=rope $${v#*:} $(DATA_OVERRIDE) --resume || exit 1; done
-	$(RUN_PY) train.py --config $(EXTEND_CONFIG) run.out_dir=$(STUDY)/seed$* run.seed=$* \
-		train.init_from=$(STUDY)/seed$*/rope run.name=rope-pi "model.position.scaling={type: linear, factor: 4}" $(DATA_OVERRIDE) --resume
-	$(RUN_PY) train.py --config $(EXTEND_CONFIG) run.out_dir=$(STUDY)/seed$* run.seed=$* \
-		train.init_from=$(STUDY)/seed$*/rope run.name=rope-yarn $(DATA_OVERRIDE) --resume
-	$(RUN_PY) train.py --config $(EXTEND_CONFIG) run.out_dir=$(STUDY)/seed$* run.seed=$* \
-		train.init_from=$(STUDY)/seed$*/rope run.name=rope-continued model.position.scaling=null $(DATA_OVERRIDE) --resume
-	$(RUN_PY) train.py --config $(STUDY_CONFIG) run.out_dir=$(STUDY)/seed$* run.seed=$* run.name=rope-randomized \
-		"train.positions=$(RANDOMIZED)" $(DATA_OVERRIDE) --resume
-	$(RUN_PY) train.py --config $(STUDY_CONFIG) run.out_dir=$(STUDY)/seed$* run.seed=$* run.name=alibi-randomized \
-		model.position.type=alibi "train.positions=$(RANDOMIZED)" $(DATA_OVERRIDE) --resume
-	$(RUN_PY) train.py --config $(STUDY_CONFIG) run.out_dir=$(STUDY)/seed$* run.seed=$* run.name=rope-pose \
-		"train.positions=$(POSE)" $(DATA_OVERRIDE) --resume
-	$(RUN_PY) train.py --config $(EXTEND_CONFIG) run.out_dir=$(STUDY)/seed$* run.seed=$* \
-		train.init_from=$(STUDY)/seed$*/rope run.name=rope-pose-continued model.position.scaling=null $(POSE_CONTINUE) \
-		"train.positions=$(POSE)" $(DATA_OVERRIDE) --resume
+# run/SEED/NAME trains $(STUDY)/seedSEED/NAME (--resume: a finished run is not trained again); a
+# continued run waits for its seed's RoPE run.
+run_seed = $(patsubst %/,%,$(dir $*))
+run_name = $(notdir $*)
+run_config = $(if $(filter $(run_name),$(CONTINUED)),$(EXTEND_CONFIG) train.init_from=$(STUDY)/seed$(run_seed)/rope,$(STUDY_CONFIG))
+run_args = $(or $(ARGS_$(run_name)),$(if $(filter $(run_name),$(ENCODINGS)),model.position.type=$(run_name)))
+.SECONDEXPANSION:
+run/%: install $$(if $$(filter $$(notdir $$*),$$(CONTINUED)),run/$$(dir $$*)rope)
+	$(RUN_PY) train.py --config $(run_config) run.out_dir=$(STUDY)/seed$(run_seed) run.seed=$(run_seed) \
+		run.name=$(run_name) $(run_args) $(DATA_OVERRIDE) --resume
 
 STUDY_REPORT ?= reports/extrapolation
 extrapolation: study-eval study-probe
 	$(PY) -m eval.summary $(STUDY_RUNS) --out $(STUDY_REPORT)/training.md
 
-study-eval: $(addprefix study-seed,$(SEED_NUMBERS))
+study-eval: $(RUN_TARGETS)
 	$(RUN_PY) -m eval.extrapolation $(STUDY_RUNS) --lengths $(STUDY_LENGTHS) \
 		--scaling none,linear,ntk,dynamic,yarn,dynamic-yarn --fixed-factors 4 --out $(STUDY_REPORT) $(EVAL_RESUME)
 
-study-probe: $(addprefix study-seed,$(SEED_NUMBERS))
+study-probe: $(RUN_TARGETS)
 	$(RUN_PY) -m eval.probe $(STUDY_RUNS) --out $(STUDY_REPORT) $(EVAL_RESUME)
 
-# The long-range task track: the same encodings and fine-tunes trained on data/tasks.py's tasks
-# (configs/tasks.yaml, L = 128), evaluated by eval.tasks at 1x-16x L with every RoPE scaling.
+RESUME ?=
+EVAL_RESUME := $(if $(RESUME),--resume)
+
+# The long-range task track: the encodings, the 4x fine-tunes and the training-position runs trained on
+# data/tasks.py's tasks (configs/tasks.yaml, L = 128), evaluated by eval.tasks at 1x-16x L with every RoPE
+# scaling. RoPE's half rotation and bases are the text study's question; the track leaves them out.
+TASK_RUNS ?= $(ENCODINGS) $(EXTENSIONS) $(POSITION_RUNS)
 extrapolation-tasks:
 	$(MAKE) task-eval STUDY=runs/tasks STUDY_CONFIG=configs/tasks.yaml EXTEND_CONFIG=configs/extend-4x-tasks.yaml \
-		STUDY_REPORT=reports/tasks
+		STUDY_REPORT=reports/tasks RUNS="$(TASK_RUNS)"
 
-task-eval: $(addprefix study-seed,$(SEED_NUMBERS))
+task-eval: $(RUN_TARGETS)
 	$(RUN_PY) -m eval.tasks $(STUDY_RUNS) --out $(STUDY_REPORT) $(EVAL_RESUME)
 
 # The GPU report, in pieces that each fit one 10-minute command on one H100 and run with the GPU machine's

@@ -16,6 +16,7 @@ from conftest import copy_run
 
 import train
 from checkpoint import LOCK, hold
+from eval import extrapolation, merge, probe, tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 HOLDER = """import sys, time
@@ -110,6 +111,51 @@ def test_wait_for_lock_resumes_from_the_checkpoint_the_holder_leaves(tiny_args, 
     assert json.loads((run / "checkpoint.json").read_text())["step"] == 16
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps == sorted(set(steps)) and steps[-1] == 16  # one process's rows, in order
+
+
+def test_two_evaluators_on_one_out_refuse(ten_step_run, tmp_path, capsys, monkeypatch):
+    """While eval.extrapolation measures into --out, every evaluator on that --out is refused (this process
+    calls them from inside its measurement, each with a lock file descriptor of its own), and one held by
+    another process refuses eval.extrapolation; the refused write nothing."""
+    out, run = tmp_path / "out", str(ten_step_run)
+    second = {"eval.extrapolation": (extrapolation.main, [run, "--lengths", "64", "--out", str(out), "--resume"]),
+              "eval.tasks": (tasks.main, [run, "--resume", "--out", str(out)]),
+              "eval.probe": (probe.main, [run, "--out", str(out)]),
+              "eval.merge": (merge.main, [str(tmp_path), "--out", str(out)])}
+    refused, tried = {}, []
+    measure = extrapolation.Evaluator.measure
+
+    def measure_and_try_the_others(self, m):
+        if not tried:  # once, and not again inside a second evaluation that was let in
+            tried.append(m)
+            before = files(out)
+            for name, (main, argv) in second.items():
+                with pytest.raises(SystemExit) as exit_:
+                    main(argv)
+                refused[name] = (exit_.value.code, refusal(capsys))
+            assert files(out) == before
+        return measure(self, m)
+    monkeypatch.setattr(extrapolation.Evaluator, "measure", measure_and_try_the_others)
+    rows = extrapolation.main([run, "--lengths", "64", "--max-tokens", "256", "--scaling", "none", "--fixed-factors",
+                               "", "--out", str(out)])
+    assert set(refused) == set(second)
+    for code, line in refused.values():
+        assert code == 2 and line.startswith(held_by(out, "eval.extrapolation", os.getpid())), line
+        assert line.endswith("; wait for it to end or stop it")
+    assert json.loads((out / "results.json").read_text()) == rows and len(rows) == 1  # the first one's rows only
+
+    holder, = start_holders(out, who="eval.probe")
+    try:
+        before = files(tmp_path)
+        result = subprocess.run([sys.executable, "-m", "eval.extrapolation", run, "--lengths", "64", "--resume",
+                                 "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and len(lines) == 1, result.stderr
+        assert lines[0].startswith(held_by(out, "eval.probe", holder.pid))
+        assert files(tmp_path) == before
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_folders_made_for_a_command_that_failed_are_removed_and_others_are_not(tmp_path):

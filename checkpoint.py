@@ -5,15 +5,20 @@ A run directory holds `config.yaml` (the fully resolved config), `metrics.jsonl`
 `state_<step>.pt` (optimizer, step, RNG; read with `weights_only=True`) and `checkpoint.json`,
 the pointer to them, which also names the older checkpoints kept (`train.keep_checkpoints`) and the
 best-validation weights `best_<step>.safetensors`. Every file is written atomically (temp file, fsync, rename) and the pointer
-last, so a kill at any moment leaves the previous checkpoint loadable.
+last, so a kill at any moment leaves the previous checkpoint loadable. One process at a time writes a run
+directory or an evaluator's report folder: it holds the folder's `lock` file (`hold`) until it ends.
 """
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import pickle
+import socket
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -35,6 +40,10 @@ from model.positions import check as check_positions
 
 POINTER = "checkpoint.json"
 FROM_RUN = "from-run"  # load_model's default: the scaling the run was trained with
+LOCK = "lock"  # held by the process writing a run directory or report folder (hold)
+LOCK_NOTE = ("The process named above holds an OS lock (flock) on this file while it writes this folder. The kernel "
+             "lets go when that process ends, however it ends (SIGKILL included), so a file left behind locks nothing: "
+             "it is harmless and may be deleted.\n")
 
 
 def file_mode() -> int:
@@ -68,6 +77,53 @@ def atomic_write(path: Path, write) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+
+
+@contextlib.contextmanager
+def hold(directory: Path, who: str, wait: float = 0.0, hint: str = "") -> Iterator[None]:
+    """Hold `directory` for this process until the block ends: an exclusive flock on directory/lock,
+    taken before anything is written there. The kernel releases it when the process dies (SIGKILL
+    included), so no stale lock is ever left to clean up. While another process holds it, wait up to
+    `wait` seconds, then raise a UserError naming the holder (`who`, pid, host, since when) and what to
+    do (`hint` is added to "wait for it to end"). Creates `directory`; if the block leaves it holding only
+    the lock file (a command that failed before writing), the folders made here are removed again."""
+    directory = Path(directory)
+    made = [d for d in [directory, *directory.parents] if not d.exists()]  # deepest first
+    path, deadline = directory / LOCK, time.monotonic() + wait
+    while True:
+        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # an existing file is not changed by opening it
+        except FileNotFoundError:  # the directory was removed in between (see the end)
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = (os.pread(fd, 1024, 0).decode(errors="replace").splitlines() or ["another process"])[0]
+            os.close(fd)
+            if time.monotonic() >= deadline:
+                waited = f" after waiting {wait:g} s" if wait else ""
+                raise UserError(f"{directory} is in use by {holder}{waited}; "
+                                f"wait for it to end{hint} or stop it") from None
+            time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                break
+        os.close(fd)  # a holder removed the empty directory it had made, lock file and all: take the new one
+    try:
+        text = f"{who} (pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%dT%H:%M:%S')})\n"
+        data = (text + LOCK_NOTE).encode()
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            if made and [p.name for p in directory.iterdir()] == [LOCK]:
+                path.unlink()
+                for d in made:
+                    d.rmdir()
+        os.close(fd)
 
 
 def weights_of(model: torch.nn.Module) -> dict[str, torch.Tensor]:

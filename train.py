@@ -1,11 +1,12 @@
 """Train a tiny GPT from a YAML config.
 
-    python train.py --config configs/tiny.yaml [dotted.key=value ...] [--resume]
+    python train.py --config configs/tiny.yaml [dotted.key=value ...] [--resume] [--wait-for-lock SECONDS]
     torchrun --nproc_per_node 2 train.py --config configs/tiny.yaml   # data-parallel (DDP)
 
 Writes the run directory run.out_dir/run.name: config.yaml (resolved), metrics.jsonl,
 tokenizer.model and atomic checkpoints (checkpoint.py). Batches are a pure function of
-(seed, step), so a resumed run sees the same data and reproduces the same losses.
+(seed, step), so a resumed run sees the same data and reproduces the same losses. One process
+trains a run at a time: it holds the run directory's lock until it ends, and a second is refused.
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from checkpoint import (
     POINTER,
     atomic_write_text,
     drop_best_after,
+    hold,
     load_state,
     load_weights_into,
     read_metrics,
@@ -482,6 +484,21 @@ def start_wandb(cfg: Config, run_dir: Path):
                       id=run_id, resume="allow")
 
 
+def train_held(cfg: Config, resume: bool, wait: float = 0.0) -> Path:
+    """train() while this process holds the run directory (rank 0 does; the others write nothing there):
+    a run that another process trains is refused in one line, after waiting up to `wait` seconds for it to
+    end. The run directory is read (resolve, resume) only once it is held, so a run that waited resumes
+    from the checkpoint its holder left."""
+    if not wait >= 0:
+        raise UserError(f"--wait-for-lock must be a number of seconds >= 0, got {wait}")
+    cfg.resolve()  # every key and path checked before the run directory is taken
+    run_dir = Path(cfg.run.out_dir) / cfg.run.name
+    held = (hold(run_dir, "train.py", wait, " (or pass --wait-for-lock SECONDS)")
+            if int(os.environ.get("RANK", "0")) == 0 else contextlib.nullcontext())
+    with held:
+        return train(resolve(cfg, resume), resume=resume)
+
+
 def main(argv=None):
     keep_freed_host_memory()  # process-wide: CPU steps reuse freed memory (device.py)
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -489,6 +506,9 @@ def main(argv=None):
     parser.add_argument("--resume", action="store_true", help="continue the run's latest checkpoint")
     parser.add_argument("--print-config", action="store_true",
                         help="print the resolved config (every key and its value) and exit")
+    parser.add_argument("--wait-for-lock", type=float, default=0.0, metavar="SECONDS",
+                        help="when another process is training the run, wait up to SECONDS for it to end, "
+                             "then go on (default 0: refuse at once)")
     parser.add_argument("overrides", nargs="*", help="dotted.key=value, e.g. model.position.type=alibi "
                                                      "(see --print-config for every key)")
     args = parser.parse_intermixed_args(argv)  # overrides may stand before or after --resume
@@ -496,8 +516,8 @@ def main(argv=None):
         cfg = run_cli(lambda: resolve(load_config(Config, args.config, args.overrides), args.resume))
         print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
         return
-    run_dir = run_cli(lambda: train(resolve(load_config(Config, args.config, args.overrides), args.resume),
-                                     resume=args.resume))
+    run_dir = run_cli(lambda: train_held(load_config(Config, args.config, args.overrides), args.resume,
+                                          args.wait_for_lock))
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"done: {run_dir}")
 

@@ -30,10 +30,12 @@ Which scalings apply to which run (L = the run's max_seq_len):
 Rows carry the run's seed (run.seed), so several seeds of one study aggregate in results.md
 (mean and standard deviation over seeds). Writes results.json (one row per measurement, rewritten
 after each, so an interrupted run keeps what it finished), results.md and PNG plots (eval/plots.py).
+One evaluation writes an --out folder at a time (checkpoint.hold): a second is refused in one line.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import math
@@ -50,6 +52,7 @@ from tqdm import tqdm
 from checkpoint import (
     FROM_RUN,
     atomic_write_text,
+    hold,
     load_model,
     parse_model_section,
     read_pointer,
@@ -416,6 +419,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = parser.parse_args(argv)
 
     rows: list[dict] = []
+    held = contextlib.ExitStack()  # --out's lock, from when the options are checked to the last write
 
     def work():
         lengths, methods = parse_lengths(args.lengths), parse_scalings(args.scaling)
@@ -428,6 +432,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             raise UserError(f"--max-tokens ({args.max_tokens}) must be at least the longest length ({lengths[-1]})")
         if args.out.exists() and not args.out.is_dir():
             raise UserError(f"--out {args.out} is a file, not a folder")
+        held.enter_context(hold(args.out, "eval.extrapolation"))  # one evaluation writes a folder at a time
         runs = read_runs(args.runs)
         measurements = [m for run in runs for m in plan(run, methods, lengths, fixed_factors)]
         if args.resume:
@@ -436,7 +441,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
             measurements = [m for m in measurements if measurement_key(m) not in done]
         evaluator = Evaluator(args.split, args.stride, args.max_tokens, args.batch_size, pick_device(args.device, "--device"),
                               args.decode_chunk)
-        args.out.mkdir(parents=True, exist_ok=True)
         bar = tqdm(measurements, unit="measurement", dynamic_ncols=True, disable=None)  # off when not a terminal
         for m in bar:
             bar.set_description(f"{m.run.name} | {m.label} | {m.length}")
@@ -447,8 +451,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
                       f"({row['tokens']} tokens, {row['windows']} windows)"
                       + (f" [{row['note']}]" if row["note"] else ""))
         bar.close()
-    keep_finished(work, rows, args.out, lambda: write_report(rows, args.out))
-    write_report(rows, args.out)
+    with held:
+        keep_finished(work, rows, args.out, lambda: write_report(rows, args.out))
+        write_report(rows, args.out)
     print(markdown(rows))
     peak = max((r["peak_mib"] for r in rows if r["peak_mib"] is not None), default=0)
     print(f"wrote {args.out}/results.json, results.md, ppl_vs_length.png, loss_vs_position.png | "

@@ -9,8 +9,10 @@ evaluators write theirs: results.json, results.md and the plots, probes.json, pr
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 
+from checkpoint import hold
 from config import ArgumentParser, UserError, run_cli
 from eval import probe
 from eval.extrapolation import measurement_key, previous_rows, write_report
@@ -33,22 +35,26 @@ def main(argv=None):
     parser.add_argument("folders", nargs="+", type=Path, help="report folders (results.json and/or probes.json)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
+    held = contextlib.ExitStack()  # --out's lock, from before the rows are read to the last write
 
     def read():
         missing = [f for f in args.folders if not f.is_dir()]
         if missing:
             raise UserError(f"{missing[0]} is not a folder")
+        if args.out.exists() and not args.out.is_dir():
+            raise UserError(f"--out {args.out} is a file, not a folder")
+        held.enter_context(hold(args.out, "eval.merge"))  # one evaluation writes a folder at a time
         rows = (merged(args.folders, "results.json", "eval.extrapolation", "ppl", measurement_key),
                 merged(args.folders, "probes.json", "eval.probe", "probe", probe_key))
         if not any(rows):
             raise UserError("no results.json or probes.json in these folders")
         return rows
-    results, probes = run_cli(read)
-    args.out.mkdir(parents=True, exist_ok=True)
-    if results:
-        write_report(results, args.out)
-    if probes:
-        probe.write_report(probes, args.out)
+    with held:
+        results, probes = run_cli(read)
+        if results:
+            write_report(results, args.out)
+        if probes:
+            probe.write_report(probes, args.out)
     seeds = sorted({r["seed"] for r in results + probes})
     print(f"wrote {args.out}: {len(results)} perplexity rows, {len(probes)} probe rows, seeds {seeds}")
 

@@ -26,6 +26,7 @@ past its table is a row with value null. Writes probes.json, probes.md and probe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 from collections import defaultdict
@@ -35,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from checkpoint import atomic_write_text, load_model
+from checkpoint import atomic_write_text, hold, load_model
 from config import ArgumentParser, ScalingConfig, UserError
 from data import TokenData, Tokenizer, prepare_shards
 from device import autocast, keep_freed_host_memory, pick_device
@@ -305,6 +306,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = parser.parse_args(argv)
 
     rows: list[dict] = []
+    held = contextlib.ExitStack()  # --out's lock, from when the options are checked to the last write
 
     def work():
         multiples, methods = parse_multiples(args.multiples), parse_scalings(args.scaling)
@@ -314,6 +316,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 raise UserError(f"{option} must be >= 2, got {value}")
         if args.out.exists() and not args.out.is_dir():
             raise UserError(f"--out {args.out} is a file, not a folder")
+        held.enter_context(hold(args.out, "eval.probe"))  # one evaluation writes a folder at a time
         runs = read_runs(args.runs)
         if args.resume:
             previous = previous_rows(args.out / "probes.json", "eval.probe", "probe")
@@ -324,14 +327,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
             done = {(r["run"], r["seed"]) for r in rows}
             runs = [run for run in runs if (run.name, run.seed) not in done]
         device = pick_device(args.device, "--device")
-        args.out.mkdir(parents=True, exist_ok=True)
         for run in tqdm(runs, unit="run", dynamic_ncols=True, disable=None):  # off when not a terminal
             rows.extend(probe_run(run, methods, multiples, args.span, args.samples, args.passkey_samples, args.seed,
                                   device))
             write_report(rows, args.out, tables=False)
 
-    keep_finished(work, rows, args.out, lambda: write_report(rows, args.out, tables=False))
-    write_report(rows, args.out)
+    with held:
+        keep_finished(work, rows, args.out, lambda: write_report(rows, args.out, tables=False))
+        write_report(rows, args.out)
     print(markdown(rows))
     print(f"wrote {args.out}/probes.json, probes.md, probes.png")
     return rows

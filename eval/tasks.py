@@ -24,6 +24,7 @@ accuracy_vs_length.png, accuracy_vs_distance.png, training.json and training.png
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 from pathlib import Path
@@ -33,7 +34,7 @@ import torch.nn.functional as F
 
 from tqdm import tqdm
 
-from checkpoint import atomic_write, atomic_write_text, model_config, read_metrics, read_run_config
+from checkpoint import atomic_write, atomic_write_text, hold, model_config, read_metrics, read_run_config
 from config import ArgumentParser, UserError
 from data.tasks import TASKS, sample, task_names, to_batch
 from device import keep_freed_host_memory, pick_device
@@ -307,6 +308,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = parser.parse_args(argv)
     rows: list[dict] = []
     training: list[dict] = []
+    held = contextlib.ExitStack()  # --out's lock, from when the options are checked to the last write
 
     def work():
         methods, fixed_factors = parse_scalings(args.scaling), parse_factors(args.fixed_factors)
@@ -317,6 +319,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 raise UserError(f"{option} must be >= 1, got {value}")
         if args.out.exists() and not args.out.is_dir():
             raise UserError(f"--out {args.out} is a file, not a folder")
+        held.enter_context(hold(args.out, "eval.tasks"))  # one evaluation writes a folder at a time
         runs = read_runs(args.runs, tasks=True)
         training.extend(training_rows(runs))  # read before measuring: a broken metrics.jsonl stops it now
         for run in runs:
@@ -332,15 +335,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
             done = {measurement_key(r) for r in rows}
             jobs = [(m, task) for m, task in jobs if measurement_key(job_row(m, task)) not in done]
         evaluator = TaskEvaluator(args.samples, pick_device(args.device, "--device"), args.decode_chunk)
-        args.out.mkdir(parents=True, exist_ok=True)
         bar = tqdm(jobs, unit="measurement", dynamic_ncols=True, disable=None)  # off when not a terminal
         for m, task in bar:
             bar.set_description(f"{m.run.name} | {m.label} | {task} | {m.length}")
             rows.extend(evaluator.measure(m, task))
             write_report(rows, training, args.out, plots=False)  # finished rows survive a crash or Ctrl-C
         bar.close()
-    keep_finished(work, rows, args.out, lambda: write_report(rows, training, args.out))
-    write_report(rows, training, args.out)
+    with held:
+        keep_finished(work, rows, args.out, lambda: write_report(rows, training, args.out))
+        write_report(rows, training, args.out)
     print(markdown(rows))
     print(f"wrote {args.out}/{RESULTS}, results.md, training.json, accuracy_vs_length.png, accuracy_vs_distance.png, "
           "training.png")

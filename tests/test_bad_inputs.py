@@ -5,9 +5,11 @@ training anything.
 The table is (id, argv, expected substring). argv[0] picks the command (train.py, generate.py,
 data.prepare, export, eval.*) and these placeholders are filled in: {run} a trained tiny run (conftest's ten_step_run), {runs}
 its out_dir, {tmp} an empty directory, {file} an existing plain file, {binary} a config that is not
-UTF-8. Cases run in-process (fast); the ones in SUBPROCESS also run as real subprocesses, to prove the
+UTF-8, {held} a copy of the run that the test's own process holds (checkpoint.hold) while the case runs.
+Cases run in-process (fast); the ones in SUBPROCESS also run as real subprocesses, to prove the
 command-line path. Below the table, every file of a run directory is damaged in every command that reads it.
 """
+import contextlib
 import shutil
 import subprocess
 import sys
@@ -15,14 +17,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY
+from checkpoint import hold
+from conftest import TINY, copy_run
 from safetensors.torch import load_file, save_file
 
 import data.prepare
 import export.llama
 import generate
 import train
-from eval import bench, extrapolation, plots, probe, summary, tasks
+from eval import bench, extrapolation, merge, plots, probe, summary, tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 # The tiny_args overrides of conftest.py, so a case that wrongly passed validation would stay small.
@@ -152,6 +155,17 @@ CASES = [
      "with a different model.position.type ('rope' -> 'alibi')"),
     ("resume-data-change", RESUME + ["data.val_fraction=0.1"], "with a different data.val_fraction (0.05 -> 0.1)"),
     ("resume-seed-change", RESUME + ["run.seed=7"], "with a different run.seed (1337 -> 7)"),
+    # one process writes a run directory or report folder at a time: {held} is held by another
+    ("train-held", TRAIN + ["run.name=held"], "{held} is in use by test_bad_inputs (pid "),
+    ("resume-held", TRAIN + ["run.name=held", "--resume"], "{held} is in use by test_bad_inputs (pid "),
+    ("resume-held-wait", TRAIN + ["run.name=held", "--resume", "--wait-for-lock", "0.3"],
+     "{held} is in use by test_bad_inputs (pid "),
+    ("train-wait-for-lock", TRAIN + ["--wait-for-lock", "-1"], "--wait-for-lock must be a number of seconds >= 0"),
+    ("eval-held-out", EVAL + ["--out", "{held}"], "{held} is in use by test_bad_inputs (pid "),
+    ("probe-held-out", ["eval.probe", "{run}", "--out", "{held}"], "{held} is in use by test_bad_inputs (pid "),
+    ("tasks-held-out", ["eval.tasks", "{run}", "--resume", "--out", "{held}"],
+     "{held} is in use by test_bad_inputs (pid "),
+    ("merge-held-out", ["eval.merge", "{tmp}", "--out", "{held}"], "{held} is in use by test_bad_inputs (pid "),
     # generate.py
     ("generate-top-k", GEN + ["--top-k", "0"], "--top-k must be >= 1"),
     ("generate-top-k-type", GEN + ["--top-k", "x"], "--top-k: invalid int value: 'x'"),
@@ -220,6 +234,8 @@ CASES = [
     ("tasks-samples", ["eval.tasks", "{run}", "--samples", "0"], "--samples must be >= 1"),
     ("tasks-scaling-name", ["eval.tasks", "{run}", "--scaling", "rotary"], "unknown: 'rotary'"),
     ("tasks-out-file", ["eval.tasks", "{run}", "--out", "{file}"], "--out {file} is a file, not a folder"),
+    ("merge-no-folder", ["eval.merge", "{tmp}/no-such-run", "--out", "{tmp}/out"], "{tmp}/no-such-run is not a folder"),
+    ("merge-out-file", ["eval.merge", "{tmp}", "--out", "{file}"], "--out {file} is a file, not a folder"),
     ("train-task-name", TRAIN + ["data.source=tasks:recal"], "unknown task 'recal'"),
     ("train-task-vocab", TRAIN + ["data.source=tasks", "data.vocab_size=100"], "data.vocab_size must be at least 146"),
     ("summary-no-run", ["eval.summary", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
@@ -238,10 +254,12 @@ CASES = [
 ]
 # Also run as subprocesses: one or two per command.
 SUBPROCESS = ["train-optional-int-type", "run-device-missing", "resume-model-change", "generate-rope-scaling-scalar",
-              "prepare-config-missing", "export-out-file", "eval-no-run", "train-scaling-misspelt-key", "tasks-no-run"]
+              "prepare-config-missing", "export-out-file", "eval-no-run", "train-scaling-misspelt-key", "tasks-no-run",
+              "resume-held", "tasks-held-out"]
 MAINS = {"train.py": train.main, "generate.py": generate.main, "data.prepare": data.prepare.main,
          "export": export.llama.main, "eval.extrapolation": extrapolation.main, "eval.probe": probe.main,
-         "eval.summary": summary.main, "eval.bench": bench.main, "eval.plots": plots.main, "eval.tasks": tasks.main}
+         "eval.summary": summary.main, "eval.bench": bench.main, "eval.plots": plots.main, "eval.tasks": tasks.main,
+         "eval.merge": merge.main}
 
 
 def fill(items, ten_step_run, tmp_path):
@@ -250,13 +268,25 @@ def fill(items, ten_step_run, tmp_path):
     (tmp_path / "numbers.jsonl").write_text('{"text": "a play"}\n{"text": 7}\n')
     (tmp_path / "model.py").write_text("x = 1\n")  # a model.py that is not nanoGPT's
     places = {"{run}": str(ten_step_run), "{runs}": str(ten_step_run.parent), "{tmp}": str(tmp_path),
-              "{file}": str(tmp_path / "a-file.txt"), "{binary}": str(tmp_path / "binary.yaml")}
+              "{file}": str(tmp_path / "a-file.txt"), "{binary}": str(tmp_path / "binary.yaml"),
+              "{held}": str(tmp_path / "held")}
     filled = []
     for item in items:
         for key, value in places.items():
             item = item.replace(key, value)
         filled.append(item)
     return filled
+
+
+@contextlib.contextmanager
+def holding(case, ten_step_run, tmp_path):
+    """While a case whose argv or expected line names {held} runs, this process holds {held}, a copy of the
+    run: the command (in this process on a file descriptor of its own, or a subprocess) finds it held."""
+    if "{held}" not in " ".join(case):
+        yield
+        return
+    with hold(copy_run(ten_step_run, tmp_path, "held"), "test_bad_inputs"):
+        yield
 
 
 def check(code, out, err, expected):
@@ -270,7 +300,7 @@ def check(code, out, err, expected):
 @pytest.mark.parametrize("argv, expected", [case[1:] for case in CASES], ids=[case[0] for case in CASES])
 def test_bad_input_in_process(argv, expected, ten_step_run, tmp_path, capsys):
     command, *args = fill(argv, ten_step_run, tmp_path)
-    with pytest.raises(SystemExit) as exit_:
+    with holding([*argv, expected], ten_step_run, tmp_path), pytest.raises(SystemExit) as exit_:
         MAINS[command](args)
     out, err = capsys.readouterr()
     check(exit_.value.code, out, err, fill([expected], ten_step_run, tmp_path)[0])
@@ -281,7 +311,8 @@ def test_bad_input_from_the_command_line(case_id, ten_step_run, tmp_path):
     _, argv, expected = next(case for case in CASES if case[0] == case_id)
     command, *args = fill(argv, ten_step_run, tmp_path)
     prefix = [command] if command.endswith(".py") else ["-m", command]
-    result = subprocess.run([sys.executable, *prefix, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    with holding([*argv, expected], ten_step_run, tmp_path):
+        result = subprocess.run([sys.executable, *prefix, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
     check(result.returncode, result.stdout, result.stderr, fill([expected], ten_step_run, tmp_path)[0])
 
 

@@ -89,20 +89,24 @@ class GPT(nn.Module):
         """
         B, T = idx.shape
         start = 0 if cache is None else cache.next_position
-        if positions is None and start is not None:  # the last position + 1 is known without a read-back
+        generated = positions is None and start is not None
+        if generated:  # the last position + 1 is known without a read-back
             positions, end = torch.arange(start, start + T, device=idx.device), start + T
         else:
             if positions is None:  # a cache of per-sequence positions: each goes on after its own last one
                 positions = torch.arange(T, device=idx.device) + cache.positions[..., -1:] + 1
-            end = int(positions.max()) + 1
+            end = None
         limit = self.position.max_positions
+        if end is None and (limit is not None or self.position.dynamic or cache is not None):
+            end = int(positions.max()) + 1  # a read-back (host sync), only where the length is used
         if limit is not None and end > limit:
             raise PositionError(f"{self.cfg.position.type} positions stop at {limit - 1}; "
                                 f"this input needs position {end - 1}")
         k_pos = positions if cache is None else cache.extend(positions, end)
         # keys rotated in attention: all of them, or only the new ones where the cache holds rotated keys
         rot_pos = k_pos if self.position.dynamic else positions
-        ctx = self.position.context(positions, k_pos, rot_pos, end)  # once per forward, shared by the layers
+        # positions made here without a cache are consecutive: an encoding need not read them back to know it
+        ctx = self.position.context(positions, k_pos, rot_pos, end, True if generated and cache is None else None)
         if self.flex and not (self.training and self.cfg.dropout):  # flex has no attention dropout
             ctx.score_mod = self.position.score_mod(ctx)
             if ctx.score_mod is not None:

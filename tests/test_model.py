@@ -113,6 +113,20 @@ def test_a_compiled_flex_model_does_not_recompile_after_its_first_step(monkeypat
     assert len(calls) == model.cfg.n_layers
 
 
+@pytest.mark.parametrize("position", ALL)
+def test_a_compiled_training_step_is_one_graph_without_host_reads(position):
+    # nothing in the step reads a tensor back to the host (a graph break and a device sync each): the
+    # learned biases know their positions are consecutive from GPT.forward instead of checking them
+    from torch._dynamo.testing import CompileCounter
+    torch._dynamo.reset()
+    model, counter = tiny(position).train(), CompileCounter()
+    compiled = torch.compile(model, backend=counter)
+    for step in range(2):
+        torch.manual_seed(step)
+        compiled(torch.randint(0, 97, (2, 64)), torch.randint(0, 97, (2, 64)))[1].backward()
+    assert counter.frame_count == 1
+
+
 @torch.no_grad()
 def test_a_compiled_model_decodes_without_recompiling_per_token():
     # the cache keeps its next position as a Python int: no read-back from the device, and no new frame

@@ -182,7 +182,7 @@ class Rope(PositionalEncoding):
         """A dynamic scaling decoding T tokens after a cache, exactly as T one-token steps: the token at
         position p (contiguous positions, the last one length - 1) takes the frequencies of length p + 1,
         for itself and for every key it reads, so each query gets its own rotation of the keys."""
-        T = q_pos.shape[-1]
+        T, length = q_pos.shape[-1], int(length)  # (a static cache's length is a tensor: read back here)
         freqs = [rope_frequencies(self.dims, self.theta, self.scaling, seq_len=n, device=q_pos.device)
                  for n in range(length - T + 1, length + 1)]
         inv_freq = torch.stack([f for f, _ in freqs])  # (T, d/2): a row per query

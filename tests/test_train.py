@@ -162,6 +162,21 @@ def test_kv_cache_generation_equals_recomputing_the_whole_sequence(tiny_run):
     assert cached == ids[len(prompt):]
 
 
+def test_generate_compile_prints_what_eager_decoding_prints(tiny_run, capsys, monkeypatch):
+    # --compile decodes through a static cache with compiled steps (dynamo's eager backend here, to stay
+    # fast): the same sampled text, with the whole context and with a sliding window of 32 tokens
+    compile_ = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda model, **kw: compile_(model, backend="eager", dynamic=False))
+    args = [str(tiny_run), "--prompt", "To be or not to be. " * 10, "--max-new-tokens", "60", "--temperature", "1",
+            "--seed", "1"]
+    for extra in ([], ["--max-context", "32"]):
+        capsys.readouterr()
+        generate.main(args + extra)
+        eager = capsys.readouterr().out
+        generate.main(args + extra + ["--compile"])
+        assert capsys.readouterr().out == eager
+
+
 def test_generate_cli_is_reproducible_and_handles_long_prompts(tiny_run, tiny_args, tmp_path, capsys):
     run = str(tiny_run)
     a = cli("generate.py", run, "--prompt", "KING:", "--max-new-tokens", "40", "--seed", "3")

@@ -126,10 +126,11 @@ class Learned(PositionalEncoding):
 
 
 def sinusoid_table(positions: torch.Tensor, d: int) -> torch.Tensor:
-    """(T, d) table of Vaswani et al. (arXiv 1706.03762): sin at even dims, cos at odd dims."""
+    """(T, d) table (or (B, T, d) for per-sequence positions) of Vaswani et al. (arXiv 1706.03762): sin at
+    even dims, cos at odd dims."""
     inv_freq = 10000.0 ** (-torch.arange(0, d, 2, device=positions.device, dtype=torch.float32) / d)
     angles = positions.float()[..., None] * inv_freq
-    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)[:, :d]
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)[..., :d]
 
 
 @register("sinusoidal")

@@ -114,17 +114,20 @@ def test_a_compiled_flex_model_does_not_recompile_after_its_first_step(monkeypat
 
 
 @pytest.mark.parametrize("position", ALL)
-def test_a_compiled_training_step_is_one_graph_without_host_reads(position):
+@pytest.mark.parametrize("own_positions", [False, True])
+def test_a_compiled_training_step_is_one_graph_without_host_reads(position, own_positions):
     # nothing in the step reads a tensor back to the host (a graph break and a device sync each): the
-    # learned biases know their positions are consecutive from GPT.forward instead of checking them
+    # learned biases know their positions are consecutive from GPT.forward instead of checking them, and
+    # per-sequence positions (train.positions) are read back only to check a learned table's end
     from torch._dynamo.testing import CompileCounter
     torch._dynamo.reset()
     model, counter = tiny(position).train(), CompileCounter()
     compiled = torch.compile(model, backend=counter)
     for step in range(2):
         torch.manual_seed(step)
-        compiled(torch.randint(0, 97, (2, 64)), torch.randint(0, 97, (2, 64)))[1].backward()
-    assert counter.frame_count == 1
+        positions = per_sequence_positions(B=2, T=64, top=64 if position == "learned" else 200) if own_positions else None
+        compiled(torch.randint(0, 97, (2, 64)), torch.randint(0, 97, (2, 64)), positions=positions)[1].backward()
+    assert counter.frame_count == (2 if position == "learned" and own_positions else 1)
 
 
 @torch.no_grad()

@@ -10,7 +10,7 @@ and AdamW). Written to --out as profile.md and profile.json:
   gaps: on CUDA the kernels' time on the device, from the first kernel to the last, idle where no kernel
   runs; on the CPU the own (self) time of the operators and of inductor's generated kernels, idle the time
   outside them (Python, dispatch);
-- the top kernels (CPU: operators) by that time;
+- the top kernels (CPU: operators) by that time; the shares again after the evaluations below;
 - training tokens/s before and after each of --evaluations evaluation passes run as train.py runs them
   (the eager model in eval mode without gradients, validation batches of the training shape), with the
   graphs torch.compile built and, on CUDA, the allocator's new device allocations after each: the issue of
@@ -132,6 +132,18 @@ def device_allocations(device) -> int:
     return torch.cuda.memory_stats(device).get("num_device_alloc", 0) if device.type == "cuda" else 0
 
 
+def profiled(step, device, steps: int) -> dict:
+    """time_shares of `steps` steps under torch.profiler."""
+    cuda = device.type == "cuda"
+    activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
+    sync(device)
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(steps):
+            step()
+        sync(device)
+    return time_shares(prof.events(), cuda)
+
+
 def profile(cfg: Config, device, steps: int, warmup: int, evaluations: int) -> dict:
     from torch._dynamo.utils import counters
     x, y = random_batch(cfg, device)
@@ -148,13 +160,7 @@ def profile(cfg: Config, device, steps: int, warmup: int, evaluations: int) -> d
     row = training_row(cfg, device, model.num_params(), elapsed, steps, None)
 
     cuda = device.type == "cuda"
-    activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
-    sync(device)
-    with torch.profiler.profile(activities=activities) as prof:
-        for _ in range(steps):
-            step()
-        sync(device)
-    shares = time_shares(prof.events(), cuda)
+    shares = profiled(step, device, steps)
 
     after = [{"when": "before", "tokens_per_s": row["train_tokens_per_s"], "graphs": 0, "device_allocs": 0}]
     for i in range(evaluations):
@@ -165,6 +171,8 @@ def profile(cfg: Config, device, steps: int, warmup: int, evaluations: int) -> d
         after.append({"when": f"after evaluation {i + 1}", "tokens_per_s": tokens_per_s,
                       "graphs": counters["stats"]["unique_graphs"] - graphs,
                       "device_allocs": device_allocations(device) - allocs})
+    if evaluations:  # where a step's time goes after them: a host-side slowdown shows as idle gaps
+        shares["shares_after"] = profiled(step, device, steps)["shares"]
     return {"device": device_name(device), "torch": torch.__version__, "compile": cfg.run.compile,
             "precision": "bf16 autocast" if cuda else "float32", "clock": "CUDA" if cuda else "CPU",
             "position": cfg.model.position.type, "batch_size": cfg.train.batch_size, "seq_len": cfg.model.max_seq_len,
@@ -177,7 +185,7 @@ def pct(x: float | None) -> str:
 
 
 def markdown(r: dict, config: str, top: int = 15) -> str:
-    clock = r["clock"]
+    clock, after = r["clock"], r.get("shares_after")
     lines = ["# Where a training step's time goes", "",
              f"Device: **{r['device']}**, config `{config}`, torch {r['torch']}, compile={r['compile']}, "
              f"{r['precision']}, {r['position']}, {r['params'] / 1e6:.2f}M parameters, batch {r['batch_size']} x "
@@ -191,10 +199,13 @@ def markdown(r: dict, config: str, top: int = 15) -> str:
              + ("from the first kernel to the last; idle is where no kernel runs (launch gaps, host syncs)."
                 if clock == "CUDA" else "from the first operator to the last: each operator's own (self) time, "
                 "and idle the time outside any operator (Python, dispatch, the framework).")
-             + " Kernels are sorted into categories by name (`eval.profile.CATEGORIES`).", "",
-             "| time in | share of the span |", "|---|---:|"]
-    lines += [f"| {LABELS[label]} | {pct(share)} |" for label, share in r["shares"].items()]
-    lines += [f"| total | {pct(sum(r['shares'].values()))} |", "",
+             + " Kernels are sorted into categories by name (`eval.profile.CATEGORIES`)."
+             + (" The last column profiles the same steps again after the evaluations below." if after else ""), ""]
+    columns = [r["shares"]] + ([after] if after else [])
+    lines += ["| time in | share of the span |" + (f" after {len(r['evaluations']) - 1} evaluations |" if after else ""),
+              "|---|---:|" + ("---:|" if after else "")]
+    lines += [f"| {LABELS[label]} | " + " | ".join(pct(c[label]) for c in columns) + " |" for label in r["shares"]]
+    lines += ["| total | " + " | ".join(pct(sum(c.values())) for c in columns) + " |", "",
               f"## Top kernels by {clock} time" if clock == "CUDA" else "## Top operators by CPU self time", "",
               "| kernel | category | calls | ms | share of the span |", "|---|---|---:|---:|---:|"]
     for k in r["top"][:top]:

@@ -21,9 +21,10 @@ def test_the_profile_reports_the_step_its_time_shares_top_kernels_and_training_a
     results = json.loads((tmp_path / "profile.json").read_text())
     shares = results["shares"]
     assert set(shares) == {"matmul", "attention", "elementwise and other", "idle"}
-    assert sum(shares.values()) == pytest.approx(1.0, abs=0.01) and min(shares.values()) >= 0
+    for measured in (shares, results["shares_after"]):  # before and after the evaluations
+        assert sum(measured.values()) == pytest.approx(1.0, abs=0.01) and min(measured.values()) >= 0
     assert shares["matmul"] > 0.1 and shares["attention"] > 0  # the linear layers and SDPA are found by name
-    assert "| total | 100.0% |" in text
+    assert "| total | 100.0% | 100.0% |" in text
     assert results["top"][0]["name"] == "aten::mm" and results["tokens_per_s"] > 0 and results["mfu"] is None
     assert [e["when"] for e in results["evaluations"]] == ["before", "after evaluation 1", "after evaluation 2"]
     assert all(e["tokens_per_s"] > 0 and e["graphs"] == 0 for e in results["evaluations"])

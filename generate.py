@@ -78,7 +78,7 @@ def generate_tokens(model: GPT, prompt: list[int], max_new_tokens: int, temperat
         if max_context is not None and step is None:
             cache.trim(max_context - 1)
         if step is not None and device.type == "cuda":
-            torch.compiler.cudagraph_mark_step_begin()  # the last replay's outputs were read: CUDA graphs may reuse them
+            torch.compiler.cudagraph_mark_step_begin()  # the last replay's outputs were read: reuse them
         logits, _ = run(torch.tensor([[next_id]], device=device), cache=cache, last_only=True)
 
 

@@ -202,7 +202,8 @@ def markdown(r: dict, config: str, top: int = 15) -> str:
              + " Kernels are sorted into categories by name (`eval.profile.CATEGORIES`)."
              + (" The last column profiles the same steps again after the evaluations below." if after else ""), ""]
     columns = [r["shares"]] + ([after] if after else [])
-    lines += ["| time in | share of the span |" + (f" after {len(r['evaluations']) - 1} evaluations |" if after else ""),
+    evaluations = len(r["evaluations"]) - 1
+    lines += ["| time in | share of the span |" + (f" after {evaluations} evaluations |" if after else ""),
               "|---|---:|" + ("---:|" if after else "")]
     lines += [f"| {LABELS[label]} | " + " | ".join(pct(c[label]) for c in columns) + " |" for label in r["shares"]]
     lines += ["| total | " + " | ".join(pct(sum(c.values())) for c in columns) + " |", "",
@@ -210,7 +211,8 @@ def markdown(r: dict, config: str, top: int = 15) -> str:
               "| kernel | category | calls | ms | share of the span |", "|---|---|---:|---:|---:|"]
     for k in r["top"][:top]:
         name = k["name"] if len(k["name"]) <= 90 else k["name"][:87] + "..."
-        lines.append(f"| `{name.replace('|', '/')}` | {k['category']} | {k['calls']} | {k['ms']:.2f} | {pct(k['share'])} |")
+        lines.append(f"| `{name.replace('|', '/')}` | {k['category']} | {k['calls']} | {k['ms']:.2f} | "
+                     f"{pct(k['share'])} |")
     before = r["evaluations"][0]["tokens_per_s"]
     lines += ["", "## Training after evaluation", "",
               f"Tokens/s of {r['steps']} steps before and after each evaluation pass run as train.py runs it; the "

@@ -57,7 +57,6 @@ class KVCache:
         self.static = False
         self.window: int | None = None  # static: keys this far back or more are hidden (a sliding window)
         self.upcoming: torch.Tensor | None = None  # static: (1,) the next position, on the device
-        self.written: torch.Tensor | None = None  # static: the slots of this forward's tokens
 
     def __len__(self) -> int:
         return self.length
@@ -79,7 +78,6 @@ class KVCache:
         if self.static:
             self.slots[positions] = positions  # index_put_: the slot of a token is its position
             self.upcoming.copy_(positions[-1:] + 1)
-            self.written = positions
             if self.window is None:
                 return self.slots
             return torch.where(self.slots > positions[0] - self.window, self.slots, EMPTY)
@@ -94,12 +92,12 @@ class KVCache:
         self.next_position = end if self.slots.dim() == 1 else None
         return self.slots[..., :self.length]
 
-    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
-        """Write this forward's keys and values (B, nkv, T, hs) of one layer; returns every key and value
-        attention reads."""
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor):
+        """Write this forward's keys and values (B, nkv, T, hs) of one layer, of the tokens at `positions`
+        (T,) (their slots, static); returns every key and value attention reads."""
         if self.static:
-            self.keys[layer][:, :, self.written] = k  # index_put_, in place
-            self.values[layer][:, :, self.written] = v
+            self.keys[layer][:, :, positions] = k  # index_put_, in place
+            self.values[layer][:, :, positions] = v
             return self.keys[layer], self.values[layer]
         n, end, capacity = self.length - k.shape[-2], self.length, self.slots.shape[-1]
         if self.keys[layer] is None or self.keys[layer].shape[-2] < capacity:
@@ -223,12 +221,12 @@ class Attention(nn.Module):
         k = self.k_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, nkv, T, hs)
         v = self.v_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
         if cache is not None and pe.dynamic:
-            k, v = cache.update(self.layer, k, v)  # (B, nkv, S, hs) before rotation, S = cached + T
+            k, v = cache.update(self.layer, k, v, ctx.q_pos)  # (B, nkv, S, hs) before rotation, S = cached + T
             q, k = pe.rotate(q, k, ctx)
         else:
             q, k = pe.rotate(q, k, ctx)
             if cache is not None:
-                k, v = cache.update(self.layer, k, v)
+                k, v = cache.update(self.layer, k, v, ctx.q_pos)
         y = self.attend(q, k, v, ctx, pe)  # (B, nh, T, hs)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, -1))
 

@@ -93,7 +93,7 @@ class GPT(nn.Module):
         k_pos = positions if cache is None else cache.extend(positions, end)
         # keys rotated in attention: all of them, or only the new ones where the cache holds rotated keys
         rot_pos = k_pos if self.position.dynamic else positions
-        ctx = self.position.context(positions, k_pos, rot_pos, end, consecutive)  # once per forward, shared by the layers
+        ctx = self.position.context(positions, k_pos, rot_pos, end, consecutive)  # once per forward, for every layer
         static = cache is not None and cache.static  # flex's block mask takes the queries to be the last T keys
         if self.flex and not static and not (self.training and self.cfg.dropout):  # flex has no attention dropout
             ctx.score_mod = self.position.score_mod(ctx)

@@ -125,7 +125,8 @@ def test_a_compiled_training_step_is_one_graph_without_host_reads(position, own_
     compiled = torch.compile(model, backend=counter)
     for step in range(2):
         torch.manual_seed(step)
-        positions = per_sequence_positions(B=2, T=64, top=64 if position == "learned" else 200) if own_positions else None
+        top = 64 if position == "learned" else 200  # learned: inside its table
+        positions = per_sequence_positions(B=2, T=64, top=top) if own_positions else None
         compiled(torch.randint(0, 97, (2, 64)), torch.randint(0, 97, (2, 64)), positions=positions)[1].backward()
     assert counter.frame_count == (2 if position == "learned" and own_positions else 1)
 

@@ -32,8 +32,8 @@ def test_the_profile_reports_the_step_its_time_shares_top_kernels_and_training_a
 
 @pytest.mark.parametrize("name, want", [
     ("aten::mm", "matmul"), ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "matmul"),
-    ("nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NNT", "matmul"), ("pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits>",
-                                                              "attention"),
+    ("nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NNT", "matmul"),
+    ("pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits>", "attention"),
     ("aten::_scaled_dot_product_flash_attention_for_cpu_backward", "attention"),
     ("triton_per_fused__to_copy_add_mean_mul_pow_rsqrt_0", "elementwise and other"),
     ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", "elementwise and other")])

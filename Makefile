@@ -10,7 +10,7 @@ TORCH ?= torch==2.13.0
 MARKER := $(VENV)/.installed-$(shell printf '%s' '$(TORCH)' | md5sum | cut -c1-12)
 
 .PHONY: install demo test extrapolation extrapolation-tasks study-eval study-probe task-eval visualize clean \
-	gpu-data gpu-check gpu-tests-bench gpu-bench-peer gpu-study-train gpu-study-extend gpu-study-eval gpu-study-merge gpu-minimind
+	gpu-data gpu-check gpu-tests-bench gpu-profile gpu-bench-peer gpu-study-train gpu-study-extend gpu-study-eval gpu-study-merge gpu-minimind
 
 $(MARKER): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -140,6 +140,12 @@ gpu-tests-bench: gpu-check
 	mkdir -p $(GPU_BENCH)
 	REQUIRE_ORACLES=1 $(GPU_PY) -m pytest tests/test_cuda.py -rs 2>&1 | tee $(GPU_BENCH)/cuda-tests.txt
 	$(GPU_PY) -m eval.bench --config configs/gpt2-124m.yaml --positions rope,alibi --out $(GPU_BENCH)
+
+# Where the compiled bf16 training step on GPT-2 small's shape spends its time: top kernels, the shares of
+# matrix products / attention / elementwise / idle gaps, MFU, and tokens/s after evaluations (profile.md).
+gpu-profile: gpu-check
+	mkdir -p $(GPU_BENCH)
+	$(GPU_PY) -m eval.profile --config configs/gpt2-124m.yaml --out $(GPU_BENCH)
 
 # Our rope model against transformers' Llama of the same shape, trained in turns (about 4 minutes).
 gpu-bench-peer: gpu-check

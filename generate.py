@@ -4,12 +4,15 @@
     python generate.py runs/tiny --prompt "ROMEO:" --temperature 0          # greedy
     python generate.py runs/tiny --rope-scaling "{type: yarn, factor: 4}"   # a RoPE scaling at load time
     python generate.py runs/tiny --max-new-tokens 2048 --max-context 256    # a sliding KV cache
+    python generate.py runs/tiny --compile                                  # compiled steps, CUDA graphs on CUDA
 
 Every token stays in the KV cache and is attended over, past the training length too, for every
 encoding that can represent the positions (rope with or without a scaling, alibi, nope, sinusoidal);
 `learned` stops at the end of its table with a notice. A dynamic RoPE scaling follows the current
 length token by token. --max-context K keeps only the last K tokens in the cache (a sliding window;
-positions stay absolute, nothing is recomputed).
+positions stay absolute, nothing is recomputed). --compile decodes through a static KV cache (fixed
+shapes, so one compiled graph serves every token) with torch.compile, as CUDA graphs on CUDA: the same
+tokens as without it, up to float rounding (its attention reads every slot through a mask).
 """
 from __future__ import annotations
 
@@ -49,15 +52,22 @@ def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None, top
 @torch.no_grad()
 def generate_tokens(model: GPT, prompt: list[int], max_new_tokens: int, temperature: float = 0.8,
                     top_k: int | None = None, top_p: float | None = None, seed: int = 0,
-                    stop_id: int | None = None, max_context: int | None = None) -> Iterator[int]:
+                    stop_id: int | None = None, max_context: int | None = None, step=None) -> Iterator[int]:
     """Yield new token ids one at a time, decoding with a KV cache that keeps every token, or the
     last `max_context` (a sliding window). Stops early at `stop_id` or where the positions end
-    (learned: its table)."""
+    (learned: its table). `step`: the model as each one-token step runs it (compile_step's); the prompt
+    then fills a static cache of the prompt and new tokens, so that every step has the same shapes."""
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
     limit = model.position.max_positions
-    cache = KVCache(model.cfg.n_layers)
+    capacity = len(prompt) + max_new_tokens  # a static cache is fixed at this; trimming needs max_context
+    if step is None and max_context is not None:
+        capacity = max(len(prompt), max_context)
+    cache = KVCache(model.cfg.n_layers, capacity=capacity if limit is None else min(capacity, limit))
+    run = model if step is None else step
     logits, _ = model(torch.tensor([prompt], device=device), cache=cache, last_only=True)
+    if step is not None:
+        cache.make_static(window=max_context)  # the window by mask: the same tokens as trimming
     for position in range(len(prompt), len(prompt) + max_new_tokens):  # the position of the new token
         next_id = int(sample_next(logits[0, -1], temperature, top_k, top_p, generator))
         if next_id == stop_id:
@@ -65,9 +75,19 @@ def generate_tokens(model: GPT, prompt: list[int], max_new_tokens: int, temperat
         yield next_id
         if limit is not None and position + 1 >= limit:  # no position left for the token after it
             return
-        if max_context is not None:
+        if max_context is not None and step is None:
             cache.trim(max_context - 1)
-        logits, _ = model(torch.tensor([[next_id]], device=device), cache=cache, last_only=True)
+        if step is not None and device.type == "cuda":
+            torch.compiler.cudagraph_mark_step_begin()  # the last replay's outputs were read: reuse them
+        logits, _ = run(torch.tensor([[next_id]], device=device), cache=cache, last_only=True)
+
+
+def compile_step(model: GPT):
+    """The model compiled for one-token decoding steps on a static cache (generate_tokens' `step`): with
+    CUDA graphs on CUDA (mode reduce-overhead: a step replays one graph instead of launching its kernels
+    from Python, as gpt-fast does), plain torch.compile elsewhere. Shapes are static: the cache's never change."""
+    cuda = next(model.parameters()).is_cuda
+    return torch.compile(model, mode="reduce-overhead" if cuda else None, dynamic=False)
 
 
 def load(args) -> tuple[GPT, Tokenizer]:
@@ -120,6 +140,8 @@ def main(argv=None):
     parser.add_argument("--best", action="store_true",
                         help="the best-validation checkpoint instead of the latest")
     parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
+    parser.add_argument("--compile", action="store_true",
+                        help="decode with torch.compile through a static KV cache (CUDA graphs on CUDA)")
     args = parser.parse_args(argv)
 
     model, tokenizer = run_cli(lambda: load(args))
@@ -136,7 +158,8 @@ def main(argv=None):
     sys.stdout.write(shown)
     produced = 0
     for token in generate_tokens(model, prompt, args.max_new_tokens, args.temperature, args.top_k, args.top_p,
-                                 args.seed, stop_id=tokenizer.eos_id, max_context=args.max_context):
+                                 args.seed, stop_id=tokenizer.eos_id, max_context=args.max_context,
+                                 step=compile_step(model) if args.compile else None):
         produced += 1
         context.append(token)
         text = tokenizer.decode(context)

@@ -374,6 +374,13 @@ def tokens_per_step(cfg: Config) -> int:
     return cfg.train.batch_size * cfg.train.grad_accum * cfg.model.max_seq_len
 
 
+def to_device(t: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
+    """A batch tensor on the device: on CUDA through pinned memory, copied without blocking the host."""
+    if t is None or device.type == "cpu":
+        return t
+    return t.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else t.to(device)
+
+
 def train_step(s: Session, p: Progress, step: int) -> float:
     """One optimizer step (gradient accumulation over this process's micro-steps); returns its lr."""
     t = s.cfg.train
@@ -386,12 +393,7 @@ def train_step(s: Session, p: Progress, step: int) -> float:
                                   s.rank, s.world)
         positions = sample_positions(t.positions, t.batch_size, s.cfg.model.max_seq_len, s.cfg.run.seed, step, micro,
                                      micro_steps, s.rank, s.world)  # None: contiguous
-        if s.device.type == "cuda":
-            x, y = x.pin_memory().to(s.device, non_blocking=True), y.pin_memory().to(s.device, non_blocking=True)
-        elif s.device.type != "cpu":
-            x, y = x.to(s.device), y.to(s.device)
-        if positions is not None:
-            positions = positions.to(s.device)
+        x, y, positions = (to_device(b, s.device) for b in (x, y, positions))
         sync = contextlib.nullcontext() if not s.ddp or micro == micro_steps - 1 else s.train_model.no_sync()
         with sync, autocast(s.device):
             _, loss = s.train_model(x, y, positions=positions)

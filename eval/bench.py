@@ -23,6 +23,7 @@ from config import ArgumentParser, Config, UserError, load_config, run_cli
 from device import autocast, keep_freed_host_memory, pick_device
 from eval.memory import PeakMemory
 from eval.peers import make_peer
+from generate import compile_step
 from model.attention import KVCache
 from model.gpt import GPT, flops_per_token, make_optimizer
 from model.positions import ENCODINGS
@@ -178,11 +179,12 @@ def bench_eval(model: GPT, run, device, multiples: list[int], repeats: int) -> l
 
 
 @torch.inference_mode()
-def bench_generation(model: GPT, run, device, multiples=(1, 8), new_tokens: int = 64, warmup: int = 8) -> list[dict]:
-    """Decoding tokens/s (batch 1, KV cache) of the last `new_tokens` tokens of a context of m x L, through
-    `run` (the model as trained), after a prefill and `warmup` decoded tokens that are not timed (the
-    compilations of a new length happen there). `compiles`: dynamo graphs compiled while timed, which
-    should be none."""
+def bench_generation(model: GPT, step, device, multiples=(1, 8), new_tokens: int = 64, warmup: int = 8) -> list[dict]:
+    """Decoding tokens/s (batch 1, KV cache) of the last `new_tokens` tokens of a context of m x L, after a
+    prefill and `warmup` decoded tokens that are not timed. `step`: None (the eager model, its cache
+    addressed by the host), or the model compiled for decoding (generate.compile_step: a static cache,
+    CUDA graphs on CUDA), whose compilation and graph recording happen in the untimed tokens. `compiles`:
+    dynamo graphs compiled while timed, which should be none."""
     from torch._dynamo.utils import counters
     L, rows = model.cfg.max_seq_len, []
     for m in multiples:
@@ -192,17 +194,25 @@ def bench_generation(model: GPT, run, device, multiples=(1, 8), new_tokens: int 
             row["note"] = "n/a (past the learned table)"
             continue
         x = torch.randint(0, model.cfg.vocab_size, (1, m * L), device=device)
-        prefill = max(1, m * L - new_tokens)
+        prefill = max(1, m * L - new_tokens - warmup)
+        timed_from = min(m * L, prefill + warmup)
+        cache = KVCache(model.cfg.n_layers, capacity=m * L)
         with autocast(device):
-            for timed in (False, True):
-                cache = KVCache(model.cfg.n_layers)
-                run(x[:, :prefill], cache=cache, last_only=True)
-                sync(device)
-                graphs, start = counters["stats"]["unique_graphs"], time.perf_counter()
-                for i in range(prefill, m * L if timed else min(m * L, prefill + warmup)):
-                    run(x[:, i:i + 1], cache=cache, last_only=True)
-                sync(device)
-        row["tokens_per_s"] = (m * L - prefill) / (time.perf_counter() - start)
+            model(x[:, :prefill], cache=cache, last_only=True)
+            if step is not None:
+                cache.make_static()
+            for i in range(prefill, m * L):
+                if i == timed_from:
+                    sync(device)
+                    graphs, start = counters["stats"]["unique_graphs"], time.perf_counter()
+                if step is None:
+                    model(x[:, i:i + 1], cache=cache, last_only=True)
+                else:
+                    if device.type == "cuda":
+                        torch.compiler.cudagraph_mark_step_begin()
+                    step(x[:, i:i + 1], cache=cache, last_only=True)
+            sync(device)
+        row["tokens_per_s"] = (m * L - timed_from) / (time.perf_counter() - start)
         row["compiles"] = counters["stats"]["unique_graphs"] - graphs
     return rows
 
@@ -235,7 +245,8 @@ def markdown(results: dict) -> str:
         lines.append(f"| {r['position']} | " + " | ".join(cells) + " |")
     generation = results["rows"][0].get("generation") or []
     if generation:
-        lines += ["", f"Generation (batch 1, KV cache, {path}, after 8 untimed decoded tokens): tokens/s decoding "
+        decoding = "compiled steps on a static cache, as generate.py --compile" if results["compile"] else path
+        lines += ["", f"Generation (batch 1, KV cache, {decoding}, after 8 untimed decoded tokens): tokens/s decoding "
                   "the last 64 tokens of a context of each multiple of the training length (and the graphs "
                   "torch.compile built while timed, where any).", "",
                   "| encoding | " + " | ".join(f"{g['multiple']}x" for g in generation) + " |",
@@ -308,7 +319,9 @@ def main(argv=None):
         model, run = row.pop("model"), row.pop("step_model")
         print(f"bench: {position} evaluation at {args.multiples}x ...", file=sys.stderr)
         row["eval"] = bench_eval(model, run, device, multiples, args.repeats)
-        row["generation"] = bench_generation(model, run, device)
+        if cfg.run.compile:
+            torch._dynamo.reset()  # the decoding step's graphs start afresh, far from the recompile limit
+        row["generation"] = bench_generation(model, compile_step(model) if cfg.run.compile else None, device)
         results["rows"].append({"position": position, **row})
         write_results(results, args.out)  # the finished rows survive a later failure or a time limit
         del model, run

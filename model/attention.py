@@ -6,8 +6,8 @@ Backends, chosen per call, all computing softmax(q k^T * scale + bias + causal m
   - otherwise SDPA: with a learned bias (t5, kerple, fire), its float mask built once per forward
     (`ctx.bias`, -inf on future keys); else with a bias folded into q and k (ALiBi,
     `PositionalEncoding.fold`) and `is_causal` (flash / memory-efficient kernels) when queries and
-    keys are the same tokens, a boolean causal mask when queries are the last T of S keys (chunked
-    prefill, decoding).
+    keys are the same tokens, else a boolean causal mask from their positions (chunked prefill,
+    decoding, the slots of a static KV cache).
 """
 from __future__ import annotations
 
@@ -22,44 +22,127 @@ from config import ModelConfig
 from .positions import PositionalEncoding, PositionContext
 
 
-class KVCache:
-    """Keys and values of the tokens seen so far, per layer, with their absolute positions. Keys are
-    stored rotated, so a decoding step rotates only its own token, except for a dynamic RoPE scaling
-    (`pe.dynamic`), whose keys are stored BEFORE rotation and re-rotated with the frequencies of the
-    current length. `trim(n)` keeps the last n tokens: a sliding window whose positions stay absolute."""
+# The position of an empty slot of a static cache: after every query, so that every causal mask hides it.
+EMPTY = 2 ** 31 - 1
+MIN_SLOTS = 256  # slots a cache of unknown capacity allocates first (a full cache doubles)
 
-    def __init__(self, n_layers: int):
-        self.keys: list[torch.Tensor | None] = [None] * n_layers
+
+class KVCache:
+    """Keys and values of the tokens seen so far, per layer, with their absolute positions, in buffers
+    allocated ahead and written by index. Keys are stored rotated, so a decoding step rotates only its own
+    token, except for a dynamic RoPE scaling (`pe.dynamic`), whose keys are stored BEFORE rotation and
+    re-rotated with the frequencies of the current length.
+
+    One storage, addressed two ways:
+    - by the host (the default): the cache counts its tokens in Python, a forward writes after them and
+      attention reads the filled part, so shapes follow the length; a full buffer grows by doubling (no
+      copy of the whole cache per token, as concatenating would). `trim(n)` keeps the last n tokens: a
+      sliding window whose positions stay absolute. Sequences may have their own positions, (B, S).
+    - static (`make_static()`, after a prefill addressed by the host): every buffer keeps its shape, a
+      token's slot is its position, the next position lives on the device, and attention reads every
+      slot, the empty ones at position EMPTY (after any query, so the causal masks hide them). A decoding
+      step then has the same shapes at every token and reads nothing back: compiled, it is one graph for
+      every token, which CUDA graphs can replay (the buffers are static addresses).
+    """
+
+    def __init__(self, n_layers: int, capacity: int | None = None):
+        self.keys: list[torch.Tensor | None] = [None] * n_layers  # (B, nkv, capacity, hs)
         self.values: list[torch.Tensor | None] = [None] * n_layers
-        self.positions: torch.Tensor | None = None  # (S,) or (B, S) absolute positions of the cached tokens
+        self.slots: torch.Tensor | None = None  # (capacity,) or (B, capacity) positions of the slots
+        self.capacity = capacity  # slots to allocate at the first write (None: MIN_SLOTS, or what it needs)
+        self.length = 0  # filled slots (host addressing)
         # the next position as a Python int while every sequence shares its positions (None otherwise),
         # so that a decoding step needs no read-back from the device
         self.next_position: int | None = 0
+        self.static = False
+        self.window: int | None = None  # static: keys this far back or more are hidden (a sliding window)
+        self.upcoming: torch.Tensor | None = None  # static: (1,) the next position, on the device
 
     def __len__(self) -> int:
-        return 0 if self.positions is None else self.positions.shape[-1]
+        return self.length
 
-    def extend(self, positions: torch.Tensor, end: int) -> torch.Tensor:
+    @property
+    def positions(self) -> torch.Tensor | None:
+        """(S,) or (B, S) absolute positions of the cached tokens (every slot of a static cache)."""
+        if self.slots is None or self.static:
+            return self.slots
+        return self.slots[..., :self.length]
+
+    def next_positions(self, T: int) -> torch.Tensor:
+        """Static: the positions of the next T tokens, on the device."""
+        return self.upcoming + torch.arange(T, device=self.upcoming.device)
+
+    def extend(self, positions: torch.Tensor, end: int | torch.Tensor) -> torch.Tensor:
         """Add the positions of the tokens of this forward pass (once, before the layers), `end` their
-        largest + 1; returns all."""
-        if self.positions is not None and self.positions.dim() != positions.dim():  # (S,) cache, (B, T) new
-            self.positions = self.positions.expand(*positions.shape[:-1], -1)
-        self.positions = positions if self.positions is None else torch.cat([self.positions, positions], dim=-1)
-        self.next_position = end if self.positions.dim() == 1 else None
-        return self.positions
+        largest + 1; returns the positions of every key attention reads."""
+        if self.static:
+            self.slots[positions] = positions  # index_put_: the slot of a token is its position
+            self.upcoming.copy_(positions[-1:] + 1)
+            if self.window is None:
+                return self.slots
+            return torch.where(self.slots > positions[0] - self.window, self.slots, EMPTY)
+        T, n = positions.shape[-1], self.length
+        if self.slots is None or n + T > self.slots.shape[-1]:
+            like = positions if self.slots is None or positions.dim() >= self.slots.dim() else self.slots
+            self.slots = grown(self.slots, n, max(n + T, self.capacity or MIN_SLOTS), EMPTY, like)
+        if positions.dim() > self.slots.dim():  # (S,) cache, (B, T) new
+            self.slots = self.slots.expand(*positions.shape[:-1], -1).clone()
+        self.slots[..., n:n + T] = positions
+        self.length = n + T
+        self.next_position = end if self.slots.dim() == 1 else None
+        return self.slots[..., :self.length]
 
-    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
-        if self.keys[layer] is not None:
-            k = torch.cat([self.keys[layer], k], dim=-2)
-            v = torch.cat([self.values[layer], v], dim=-2)
-        self.keys[layer], self.values[layer] = k, v
-        return k, v
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor):
+        """Write this forward's keys and values (B, nkv, T, hs) of one layer, of the tokens at `positions`
+        (T,) (their slots, static); returns every key and value attention reads."""
+        if self.static:
+            self.keys[layer][:, :, positions] = k  # index_put_, in place
+            self.values[layer][:, :, positions] = v
+            return self.keys[layer], self.values[layer]
+        n, end, capacity = self.length - k.shape[-2], self.length, self.slots.shape[-1]
+        if self.keys[layer] is None or self.keys[layer].shape[-2] < capacity:
+            self.keys[layer] = grown(self.keys[layer], n, capacity, 0, k, dim=-2)
+            self.values[layer] = grown(self.values[layer], n, capacity, 0, v, dim=-2)
+        self.keys[layer][:, :, n:end] = k
+        self.values[layer][:, :, n:end] = v
+        return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
 
     def trim(self, n: int) -> None:
+        """Keep the last n tokens (host addressing)."""
+        if self.static:
+            raise ValueError("a static cache is not trimmed: make_static(window=...) hides the old keys instead")
         if len(self) > n:
-            self.keys = [k[..., -n:, :] for k in self.keys]
-            self.values = [v[..., -n:, :] for v in self.values]
-            self.positions = self.positions[..., -n:]
+            kept = slice(self.length - n, self.length)
+            for buffer in (*self.keys, *self.values):
+                if buffer is not None:
+                    buffer[:, :, :n] = buffer[:, :, kept].clone()
+            self.slots[..., :n] = self.slots[..., kept].clone()
+            self.length = n
+
+    def make_static(self, window: int | None = None) -> None:
+        """Address the cache statically from now on (see the class): after a prefill of shared positions
+        0, 1, ... (so that each slot holds its own position); its capacity is then fixed. `window`: each
+        new token reads only the keys less than `window` positions back (trim's sliding window, by mask)."""
+        if self.slots is None or self.slots.dim() != 1 or self.next_position != self.length:
+            raise ValueError("a static cache continues a prefill of the shared positions 0, 1, ...")
+        self.static, self.window, self.capacity = True, window, self.slots.shape[-1]
+        self.upcoming = torch.full((1,), self.length, device=self.slots.device)
+        self.next_position = None
+        for buffer in (*self.keys, *self.values, self.slots, self.upcoming):
+            torch._dynamo.mark_static_address(buffer)
+
+
+def grown(buffer: torch.Tensor | None, filled: int, size: int, fill, like: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """A buffer of `size` slots along `dim` shaped and typed like `like` there, holding the first `filled`
+    slots of `buffer` (None: none) and `fill` in the rest; at least double the old size."""
+    if buffer is not None:
+        size = max(size, 2 * buffer.shape[dim])
+    shape = list(like.shape)
+    shape[dim] = size
+    out = torch.full(shape, fill, dtype=like.dtype, device=like.device)
+    if buffer is not None and filled:
+        out.narrow(dim, 0, filled).copy_(buffer.narrow(dim, 0, filled))
+    return out
 
 
 _flex_kernels: dict = {}  # device type -> the flex_attention that eager calls use
@@ -138,12 +221,12 @@ class Attention(nn.Module):
         k = self.k_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, nkv, T, hs)
         v = self.v_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
         if cache is not None and pe.dynamic:
-            k, v = cache.update(self.layer, k, v)  # (B, nkv, S, hs) before rotation, S = cached + T
+            k, v = cache.update(self.layer, k, v, ctx.q_pos)  # (B, nkv, S, hs) before rotation, S = cached + T
             q, k = pe.rotate(q, k, ctx)
         else:
             q, k = pe.rotate(q, k, ctx)
             if cache is not None:
-                k, v = cache.update(self.layer, k, v)
+                k, v = cache.update(self.layer, k, v, ctx.q_pos)
         y = self.attend(q, k, v, ctx, pe)  # (B, nh, T, hs)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, -1))
 

@@ -85,25 +85,17 @@ class GPT(nn.Module):
 
         positions (T,), or (B, T) to give each sequence its own (train.positions), default to the next
         positions after the cache (0, 1, ... without one). The cache may be a sliding window
-        (KVCache.trim): its positions stay absolute.
+        (KVCache.trim): its positions stay absolute. With a static cache (KVCache.make_static) nothing is
+        read back from the device and each step of T tokens has the shapes of the one before.
         """
         B, T = idx.shape
-        start = 0 if cache is None else cache.next_position
-        if positions is None and start is not None:  # the last position + 1 is known without a read-back
-            positions, end = torch.arange(start, start + T, device=idx.device), start + T
-        else:
-            if positions is None:  # a cache of per-sequence positions: each goes on after its own last one
-                positions = torch.arange(T, device=idx.device) + cache.positions[..., -1:] + 1
-            end = int(positions.max()) + 1
-        limit = self.position.max_positions
-        if limit is not None and end > limit:
-            raise PositionError(f"{self.cfg.position.type} positions stop at {limit - 1}; "
-                                f"this input needs position {end - 1}")
+        positions, end, consecutive = self.place(T, idx.device, positions, cache)
         k_pos = positions if cache is None else cache.extend(positions, end)
         # keys rotated in attention: all of them, or only the new ones where the cache holds rotated keys
         rot_pos = k_pos if self.position.dynamic else positions
-        ctx = self.position.context(positions, k_pos, rot_pos, end)  # once per forward, shared by the layers
-        if self.flex and not (self.training and self.cfg.dropout):  # flex has no attention dropout
+        ctx = self.position.context(positions, k_pos, rot_pos, end, consecutive)  # once per forward, for every layer
+        static = cache is not None and cache.static  # flex's block mask takes the queries to be the last T keys
+        if self.flex and not static and not (self.training and self.cfg.dropout):  # flex has no attention dropout
             ctx.score_mod = self.position.score_mod(ctx)
             if ctx.score_mod is not None:
                 ctx.block_mask = causal_block_mask(T, k_pos.shape[-1], idx.device)
@@ -118,6 +110,32 @@ class GPT(nn.Module):
         if targets is not None:
             loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-1)
         return logits, loss
+
+    def place(self, T: int, device, positions, cache: KVCache | None):
+        """(positions, end, consecutive) of a forward's T tokens: their positions (given, or after the
+        cache's), the length they reach (last position + 1; an int, a tensor for a static cache, None where
+        nothing needs it), and whether query and key positions are consecutive as known without reading
+        them back (None: unknown). A PositionError for a position the encoding cannot represent."""
+        limit = self.position.max_positions
+        if cache is not None and cache.static:  # everything stays on the device: one compiled graph a step
+            if limit is not None and cache.capacity > limit:
+                raise PositionError(f"{self.cfg.position.type} positions stop at {limit - 1}; this static cache "
+                                    f"holds positions up to {cache.capacity - 1}")
+            positions = cache.next_positions(T) if positions is None else positions
+            return positions, positions[-1] + 1, False  # its empty slots are not consecutive
+        start = 0 if cache is None else cache.next_position
+        end, consecutive = None, None
+        if positions is None and start is not None:  # the last position + 1 is known without a read-back
+            positions, end = torch.arange(start, start + T, device=device), start + T
+            consecutive = True if cache is None else None
+        elif positions is None:  # a cache of per-sequence positions: each goes on after its own last one
+            positions = torch.arange(T, device=device) + cache.positions[..., -1:] + 1
+        if end is None and (limit is not None or self.position.dynamic or cache is not None):
+            end = int(positions.max()) + 1  # a read-back (host sync), only where the length is used
+        if limit is not None and end > limit:
+            raise PositionError(f"{self.cfg.position.type} positions stop at {limit - 1}; "
+                                f"this input needs position {end - 1}")
+        return positions, end, consecutive
 
 
 def flops_per_token(cfg: ModelConfig, seq_len: int, n_params: int) -> float:

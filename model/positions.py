@@ -82,9 +82,11 @@ class PositionalEncoding(nn.Module):
     def embed(self, x, positions):
         return x
 
-    def context(self, q_pos, k_pos, rot_pos, length: int) -> PositionContext:
+    def context(self, q_pos, k_pos, rot_pos, length: int, consecutive: bool | None = None) -> PositionContext:
         """Per-forward work shared by the layers; rot_pos are the positions of the keys rotate() gets,
-        length the current sequence length (the last position + 1)."""
+        length the current sequence length (the last position + 1). `consecutive`: whether the query and
+        the key positions are each consecutive integers, as GPT.forward knows them without reading the
+        device (None: unknown, an encoding that cares checks the tensors)."""
         return PositionContext(q_pos, k_pos)
 
     def rotate(self, q, k, ctx: PositionContext):
@@ -124,10 +126,11 @@ class Learned(PositionalEncoding):
 
 
 def sinusoid_table(positions: torch.Tensor, d: int) -> torch.Tensor:
-    """(T, d) table of Vaswani et al. (arXiv 1706.03762): sin at even dims, cos at odd dims."""
+    """(T, d) table (or (B, T, d) for per-sequence positions) of Vaswani et al. (arXiv 1706.03762): sin at
+    even dims, cos at odd dims."""
     inv_freq = 10000.0 ** (-torch.arange(0, d, 2, device=positions.device, dtype=torch.float32) / d)
     angles = positions.float()[..., None] * inv_freq
-    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)[:, :d]
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)[..., :d]
 
 
 @register("sinusoidal")
@@ -164,7 +167,7 @@ class Rope(PositionalEncoding):
         # Not persistent: scaling is chosen at load time and never baked into a checkpoint.
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
-    def context(self, q_pos, k_pos, rot_pos, length):
+    def context(self, q_pos, k_pos, rot_pos, length, consecutive=None):
         T = q_pos.shape[-1]
         if self.dynamic and q_pos.dim() == 1 and k_pos.shape[-1] > T > 1:
             return self.chunk_context(q_pos, k_pos, length)
@@ -180,7 +183,7 @@ class Rope(PositionalEncoding):
         """A dynamic scaling decoding T tokens after a cache, exactly as T one-token steps: the token at
         position p (contiguous positions, the last one length - 1) takes the frequencies of length p + 1,
         for itself and for every key it reads, so each query gets its own rotation of the keys."""
-        T = q_pos.shape[-1]
+        T, length = q_pos.shape[-1], int(length)  # (a static cache's length is a tensor: read back here)
         freqs = [rope_frequencies(self.dims, self.theta, self.scaling, seq_len=n, device=q_pos.device)
                  for n in range(length - T + 1, length + 1)]
         inv_freq = torch.stack([f for f, _ in freqs])  # (T, d/2): a row per query
@@ -283,15 +286,17 @@ class LearnedBias(PositionalEncoding):
         bias = self.distance_bias(distance.flatten()).view(-1, *distance.shape)  # (H, [B,] T, S)
         return bias if distance.dim() == 2 else bias.transpose(0, 1)
 
-    def context(self, q_pos, k_pos, rot_pos, length):
-        return PositionContext(q_pos, k_pos, bias=self.mask(q_pos, k_pos))
+    def context(self, q_pos, k_pos, rot_pos, length, consecutive=None):
+        return PositionContext(q_pos, k_pos, bias=self.mask(q_pos, k_pos, consecutive))
 
-    def mask(self, q_pos, k_pos):
-        if self.distance_only and q_pos.dim() == k_pos.dim() == 1 and consecutive(q_pos) and consecutive(k_pos):
+    def mask(self, q_pos, k_pos, consecutive: bool | None = None):
+        """(H, T, S) bias, -inf on future keys. `consecutive` as in context(): when GPT.forward knows it,
+        nothing is read back from the device (no host sync, no graph break under torch.compile)."""
+        if self.distance_only and q_pos.dim() == k_pos.dim() == 1 and both_consecutive(q_pos, k_pos, consecutive):
             # row t of the mask is the bias at distances d_t, d_t - 1, ..., d_t - S + 1 (d_t = q_pos[t] - k_pos[0]):
             # a window of the bias of every distance from the smallest to the largest, read backwards
             T, S = len(q_pos), len(k_pos)
-            distance = torch.arange(int(q_pos[0] - k_pos[-1]), int(q_pos[-1] - k_pos[0]) + 1, device=q_pos.device)
+            distance = q_pos[:1] - k_pos[-1:] + torch.arange(T + S - 1, device=q_pos.device)  # no read-back
             values = self.distance_bias(distance.clamp(min=0)).masked_fill(distance < 0, float("-inf"))  # (H, T+S-1)
             return values.flip(-1).unfold(-1, S, 1).flip(-2)  # (H, T, S), flip copies
         future = (k_pos[..., None, :] > q_pos[..., :, None]).unsqueeze(-3)  # (1, T, S) or (B, 1, T, S)
@@ -306,8 +311,14 @@ class LearnedBias(PositionalEncoding):
         return learned_bias
 
 
-def consecutive(positions: torch.Tensor) -> bool:
+def is_consecutive(positions: torch.Tensor) -> bool:
     return len(positions) < 2 or bool((positions.diff() == 1).all())
+
+
+def both_consecutive(q_pos: torch.Tensor, k_pos: torch.Tensor, known: bool | None) -> bool:
+    """Whether query and key positions are each consecutive: `known` where the caller knows it, else read
+    from the tensors (a host sync)."""
+    return known if known is not None else is_consecutive(q_pos) and is_consecutive(k_pos)
 
 
 def causal_distance(q_pos, k_pos) -> torch.Tensor:
@@ -388,9 +399,10 @@ class Fire(LearnedBias):
         bias = torch.cat(out, dim=-2)
         return bias if q_pos.dim() == 1 else bias.transpose(0, 1)
 
-    def mask(self, q_pos, k_pos):
-        if torch.is_grad_enabled() or q_pos.dim() != 1 or k_pos.dim() != 1 or not (consecutive(q_pos) and consecutive(k_pos)):
-            return super().mask(q_pos, k_pos)
+    def mask(self, q_pos, k_pos, consecutive=None):
+        if (torch.is_grad_enabled() or torch.compiler.is_compiling() or q_pos.dim() != 1 or k_pos.dim() != 1
+                or not both_consecutive(q_pos, k_pos, consecutive)):  # compiled: no read-back below
+            return super().mask(q_pos, k_pos, consecutive)
         # evaluation over consecutive positions: each block of rows computes only the keys its last query
         # sees, about half of the T x S pairs at long lengths (the rest stays -inf)
         T, S, rows = len(q_pos), len(k_pos), 256
@@ -408,11 +420,14 @@ class Fire(LearnedBias):
     def segments(self):
         """f without its hidden layer, for evaluation: with one input, f is piecewise linear, affine
         between the kinks -b1/w1 of its units, so f(x) = slope[s] x + intercept[s] on segment s. The
-        same function as mlp up to float rounding, without a hidden activation per (query, key) pair."""
+        same function as mlp up to float rounding, without a hidden activation per (query, key) pair.
+        Every size is fixed (a unit with w1 = 0 has its kink at +inf, past every input), so torch.compile
+        traces it without a data-dependent shape."""
         w1, b1 = self.w1, self.b1
-        kinks = (-b1[w1 != 0] / w1[w1 != 0]).sort().values
-        inside = torch.cat([kinks[:1] - 1, (kinks[1:] + kinks[:-1]) / 2, kinks[-1:] + 1]) if len(kinks) else b1[:1] * 0
-        active = (inside[:, None] * w1 + b1 > 0).to(w1.dtype)  # (segments, hidden): the units on in each segment
+        kinks = torch.where(w1 != 0, -b1 / w1, torch.inf).sort().values
+        inside = torch.cat([kinks[:1] - 1, (kinks[1:] + kinks[:-1]) / 2, kinks[-1:] + 1])  # +inf past the last kink
+        # (segments, hidden): the units on in each segment; a unit without a kink is on everywhere or nowhere
+        active = torch.where(w1 != 0, inside[:, None] * w1 + b1 > 0, b1 > 0).to(w1.dtype)
         slope, intercept = (active * w1) @ self.w2.T, (active * b1) @ self.w2.T + self.b2  # (segments, H)
 
         def f(x):  # (H, *x.shape); one small gather per head beats indexing an (H, segments) table

@@ -29,7 +29,7 @@ from config import ScalingConfig, UserError
 
 @dataclass(frozen=True)
 class Method:
-    fn: Callable[..., tuple[torch.Tensor, float]]  # (d, b, L, s, T, scaling) -> (inv_freq, attention_factor)
+    fn: Callable[..., tuple[torch.Tensor, float]]  # (d, b, L, s, T, scaling, device) -> (inv_freq, attention_factor)
     keys: dict[str, float | None]  # the method's own keys and their defaults, besides the common ones
     dynamic: bool  # the frequencies depend on the current length (keys are cached before rotation)
     hf_name: str | None  # transformers' rope_type, None where it has no equivalent
@@ -55,35 +55,44 @@ def setting(scaling: ScalingConfig, key: str) -> float | None:
     return SCALINGS[scaling.type].keys[key] if value is None else value
 
 
-def base_inv_freq(d: int, b: float) -> torch.Tensor:
-    """inv_freq_i = b^(-2i/d), computed in float32 the way transformers does it."""
-    return 1.0 / (b ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+def base_inv_freq(d: int, b: float, device=None) -> torch.Tensor:
+    """inv_freq_i = b^(-2i/d), computed in float32 the way transformers does it, on `device`."""
+    return 1.0 / (b ** (torch.arange(0, d, 2, dtype=torch.int64, device=device).float() / d))
 
 
 @register("none", hf_name="default", needs_factor=False)
-def _none(d, b, L, s, T, p):
-    return base_inv_freq(d, b), 1.0
+def _none(d, b, L, s, T, p, device):
+    return base_inv_freq(d, b, device), 1.0
 
 
 @register("linear", hf_name="linear")
-def _linear(d, b, L, s, T, p):
+def _linear(d, b, L, s, T, p, device):
     # Position Interpolation (Chen et al., arXiv 2306.15595): positions m -> m / s.
-    return base_inv_freq(d, b) / s, 1.0
+    return base_inv_freq(d, b, device) / s, 1.0
 
 
 @register("ntk")
-def _ntk(d, b, L, s, T, p):
+def _ntk(d, b, L, s, T, p, device):
     # NTK-aware scaling (bloc97, 2023; YaRN paper section 3.1): stretch the base so the slowest pair
     # is interpolated by s while the fastest pairs barely change.
-    return base_inv_freq(d, b * s ** (d / (d - 2))), 1.0
+    return base_inv_freq(d, b * s ** (d / (d - 2)), device), 1.0
+
+
+def at_least(T: int | torch.Tensor | None, floor: float) -> float | torch.Tensor:
+    """max(T, floor) for the current length T of a dynamic method: an int (None: the floor), or a tensor on
+    the device where a static KV cache keeps the length (no read-back), in float64 as Python computes the
+    int case, so both give the same frequencies."""
+    if torch.is_tensor(T):
+        return T.double().clamp(min=floor)
+    return max(T or floor, floor)
 
 
 @register("dynamic", dynamic=True, hf_name="dynamic")
-def _dynamic(d, b, L, s, T, p):
+def _dynamic(d, b, L, s, T, p, device):
     # Dynamic NTK (emozilla, 2023): NTK with a base that grows with the current length; plain
     # RoPE while T <= L.
-    T = max(T or L, L)
-    return base_inv_freq(d, b * ((s * T / L) - (s - 1)) ** (d / (d - 2))), 1.0
+    T = at_least(T, L)
+    return base_inv_freq(d, b * ((s * T / L) - (s - 1)) ** (d / (d - 2)), device), 1.0
 
 
 def yarn_correction_range(d: int, b: float, L: int, beta_fast: float, beta_slow: float) -> tuple[float, float]:
@@ -102,25 +111,27 @@ def yarn_rule(p: ScalingConfig) -> str | None:
 
 
 @register("yarn", keys=YARN_KEYS, hf_name="yarn", rule=yarn_rule)
-def _yarn(d, b, L, s, T, p):
+def _yarn(d, b, L, s, T, p, device):
     # YaRN (Peng et al., arXiv 2309.00071): pairs that rotate many times within L keep their
     # frequency (extrapolate), pairs slower than one rotation are interpolated by s, a linear ramp
     # in between; plus an attention temperature 0.1 ln s + 1.
     low, high = yarn_correction_range(d, b, L, setting(p, "beta_fast"), setting(p, "beta_slow"))
     if low == high:
         high += 0.001
-    ramp = ((torch.arange(d // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
-    inv = base_inv_freq(d, b)
+    ramp = ((torch.arange(d // 2, dtype=torch.float32, device=device) - low) / (high - low)).clamp(0, 1)
+    inv = base_inv_freq(d, b, device)
     inv = (inv / s) * ramp + inv * (1 - ramp)
     if p.attention_factor is not None:  # transformers' override of the temperature
         return inv, float(p.attention_factor)
+    if torch.is_tensor(s):  # dynamic-yarn's factor from a length on the device; 1 at s = 1 as below
+        return inv, 0.1 * torch.log(s) + 1.0
     return inv, (0.1 * math.log(s) + 1.0) if s > 1 else 1.0
 
 
 @register("dynamic-yarn", keys=YARN_KEYS, dynamic=True, needs_factor=False, rule=yarn_rule)
-def _dynamic_yarn(d, b, L, s, T, p):
+def _dynamic_yarn(d, b, L, s, T, p, device):
     # YaRN with the factor recomputed for the current length: s = max(1, T / L).
-    return _yarn(d, b, L, max(1.0, (T or L) / L), T, p)
+    return _yarn(d, b, L, at_least(T, L) / L, T, p, device)
 
 
 def llama3_rule(p: ScalingConfig) -> str | None:
@@ -129,12 +140,12 @@ def llama3_rule(p: ScalingConfig) -> str | None:
 
 
 @register("llama3", keys={"low_freq_factor": 1.0, "high_freq_factor": 4.0}, hf_name="llama3", rule=llama3_rule)
-def _llama3(d, b, L, s, T, p):
+def _llama3(d, b, L, s, T, p, device):
     # Llama 3.1 (Meta, 2024; transformers' _compute_llama3_parameters): wavelengths shorter than
     # L / high_freq_factor keep their frequency, longer than L / low_freq_factor are divided by s,
     # and a smooth blend in between.
     low, high = setting(p, "low_freq_factor"), setting(p, "high_freq_factor")
-    inv = base_inv_freq(d, b)
+    inv = base_inv_freq(d, b, device)
     wavelength = 2 * math.pi / inv
     smooth = ((L / wavelength - low) / (high - low)).clamp(0, 1)  # 0: long (divided by s), 1: short (kept)
     return (inv / s) * (1 - smooth) + inv * smooth, 1.0
@@ -175,7 +186,8 @@ def rope_frequencies(head_dim: int, theta: float, scaling: ScalingConfig | None 
 
     `scaling` has passed check_scaling where it was parsed (a dynamic scaling comes here every forward)
     and needs original_max_position_embeddings unless its type is none. `seq_len` is the current
-    length, used by the dynamic methods; `device` where the frequencies are built.
+    length, used by the dynamic methods: an int, or a 0-d tensor (a static KV cache's, never read back;
+    the attention factor is then a tensor too); `device` where the frequencies are built.
     """
     scaling = scaling or ScalingConfig()
     if head_dim % 2:
@@ -183,8 +195,8 @@ def rope_frequencies(head_dim: int, theta: float, scaling: ScalingConfig | None 
     L = scaling.original_max_position_embeddings
     if scaling.type != "none" and not L:
         raise UserError(f"RoPE scaling {scaling.type!r} needs original_max_position_embeddings")
-    with torch.device(device or "cpu"):  # built where it is used: no host-to-device copy in a step
-        return SCALINGS[scaling.type].fn(head_dim, float(theta), L, float(scaling.factor or 1.0), seq_len, scaling)
+    # built where it is used: no host-to-device copy in a step
+    return SCALINGS[scaling.type].fn(head_dim, float(theta), L, float(scaling.factor or 1.0), seq_len, scaling, device)
 
 
 def rope_angles(positions: torch.Tensor, inv_freq: torch.Tensor, attention_factor: float | torch.Tensor = 1.0):

@@ -30,13 +30,15 @@ def test_each_piece_dry_runs_with_its_commands():
             "model.position.type=$p; done") in lines
     assert "run.name=rope-pi" in lines and "train.init_from=runs/study-gpu/seed2/rope" in lines
     assert "--out reports/extrapolation-gpu/seed2 --resume" in lines and "eval.probe" in lines
-    bench = make("-n", "gpu-tests-bench", "gpu-bench-peer", "gpu-minimind").stdout
+    bench = make("-n", "gpu-tests-bench", "gpu-bench-peer", "gpu-minimind", "gpu-profile").stdout
     assert "pytest tests/test_cuda.py" in bench and "--peer transformers" in bench and "--epoch-steps" in bench
+    assert "python3 -m eval.profile --config configs/gpt2-124m.yaml --out reports/bench/gpu" in bench
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
-def test_a_piece_refuses_a_machine_without_cuda(tmp_path):
-    result = make("gpu-tests-bench", f"GPU_PY={sys.executable}", f"GPU_BENCH={tmp_path}", check=False)
+@pytest.mark.parametrize("piece", ["gpu-tests-bench", "gpu-profile"])
+def test_a_piece_refuses_a_machine_without_cuda(piece, tmp_path):
+    result = make(piece, f"GPU_PY={sys.executable}", f"GPU_BENCH={tmp_path}", check=False)
     assert result.returncode != 0
     assert "needs a CUDA GPU" in result.stderr + result.stdout
     assert not any(tmp_path.iterdir())  # stopped before the first step

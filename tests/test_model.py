@@ -113,6 +113,24 @@ def test_a_compiled_flex_model_does_not_recompile_after_its_first_step(monkeypat
     assert len(calls) == model.cfg.n_layers
 
 
+@pytest.mark.parametrize("position", ALL)
+@pytest.mark.parametrize("own_positions", [False, True])
+def test_a_compiled_training_step_is_one_graph_without_host_reads(position, own_positions):
+    # nothing in the step reads a tensor back to the host (a graph break and a device sync each): the
+    # learned biases know their positions are consecutive from GPT.forward instead of checking them, and
+    # per-sequence positions (train.positions) are read back only to check a learned table's end
+    from torch._dynamo.testing import CompileCounter
+    torch._dynamo.reset()
+    model, counter = tiny(position).train(), CompileCounter()
+    compiled = torch.compile(model, backend=counter)
+    for step in range(2):
+        torch.manual_seed(step)
+        top = 64 if position == "learned" else 200  # learned: inside its table
+        positions = per_sequence_positions(B=2, T=64, top=top) if own_positions else None
+        compiled(torch.randint(0, 97, (2, 64)), torch.randint(0, 97, (2, 64)), positions=positions)[1].backward()
+    assert counter.frame_count == (2 if position == "learned" and own_positions else 1)
+
+
 @torch.no_grad()
 def test_a_compiled_model_decodes_without_recompiling_per_token():
     # the cache keeps its next position as a Python int: no read-back from the device, and no new frame
@@ -129,6 +147,59 @@ def test_a_compiled_model_decodes_without_recompiling_per_token():
         frames.append(counter.frame_count)
     assert frames[-1] == frames[2] <= 4, frames
     torch.testing.assert_close(torch.cat(steps, dim=1), model(idx)[0], atol=1e-4, rtol=1e-4)
+
+
+DECODED = ALL + ["dynamic", "dynamic-yarn"]  # every encoding, and RoPE's scalings that follow the length
+
+
+def decoding_model(position: str) -> GPT:
+    """A model to decode 100 tokens with, past L = 32 (learned: inside its table of 128), its logits spread
+    (init_std 0.3) so that float rounding between attention paths does not decide a greedy choice."""
+    scaling = None
+    if position.startswith("dynamic"):
+        position, scaling = "rope", {"type": position, "factor": 2.0, "original_max_position_embeddings": 32}
+    return tiny(position, scaling=scaling, init_std=0.3, max_seq_len=128 if position == "learned" else 32)
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("position", DECODED)
+def test_a_compiled_decode_is_one_graph_for_every_token_with_the_tokens_of_eager_decoding(position):
+    # generate_tokens with a compiled step fills a static cache: every step has the same shapes and reads
+    # nothing back, so the first step's graph serves all 100 tokens (the prefill runs eagerly)
+    from torch._dynamo.testing import CompileCounter
+
+    from generate import generate_tokens
+    torch._dynamo.reset()
+    model, counter = decoding_model(position), CompileCounter()
+    step = torch.compile(model, backend=counter, dynamic=False)
+    prompt = list(range(8))
+    want = list(generate_tokens(model, prompt, 100, temperature=0))
+    got, graphs = [], []
+    for token in generate_tokens(model, prompt, 100, temperature=0, step=step):
+        got.append(token)
+        graphs.append(counter.frame_count)
+    assert got == want
+    assert graphs == [0] + [1] * 99
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("position", DECODED)
+def test_a_static_cache_decodes_as_a_growing_one_also_as_a_sliding_window(position):
+    # the growing cache starts at 5 slots and doubles; the static one holds 60, its window hides by mask
+    # the keys that trim() removes
+    model = decoding_model(position)
+    idx = torch.randint(0, 97, (1, 60), generator=torch.Generator().manual_seed(1))
+    for window in (None, 12):
+        growing, static = KVCache(model.cfg.n_layers, capacity=5), KVCache(model.cfg.n_layers, capacity=60)
+        want, got = [model(idx[:, :9], cache=growing)[0][:, -1]], [model(idx[:, :9], cache=static)[0][:, -1]]
+        static.make_static(window)
+        for i in range(9, 60):
+            if window:
+                growing.trim(window - 1)
+            want.append(model(idx[:, i:i + 1], cache=growing)[0][:, -1])
+            got.append(model(idx[:, i:i + 1], cache=static)[0][:, -1])
+        torch.testing.assert_close(torch.stack(got), torch.stack(want), atol=1e-5, rtol=1e-5)
+        assert static.slots.tolist() == list(range(60)) and len(growing) == (window or 60)
 
 
 @torch.no_grad()

@@ -86,6 +86,29 @@ def test_fifty_steps_train_as_with_the_real_valued_rotation(tiny_args, tmp_path,
         assert complex_[step][1] == pytest.approx(real[step][1], abs=2e-5)
 
 
+@pytest.mark.parametrize("position", ["rope", "t5"])
+def test_a_compiled_run_builds_no_graph_after_its_first_step_across_evaluations(position, tiny_args, tmp_path,
+                                                                                 monkeypatch):
+    # train.py's own compile path, with dynamo's eager backend (graphs captured, no code generated):
+    # evaluating (the eager model in eval mode without gradients, validation shapes, a checkpoint) leaves
+    # nothing that makes the training step trace again, so its one graph serves every step
+    from torch._dynamo.utils import counters
+    torch._dynamo.reset()
+    compile_, before = torch.compile, counters["stats"]["unique_graphs"]
+    monkeypatch.setattr(torch, "compile", lambda model, **kw: compile_(model, backend="eager"))
+    graphs, step_ = [], train.train_step
+
+    def counted(s, p, step):
+        lr = step_(s, p, step)
+        graphs.append(counters["stats"]["unique_graphs"])
+        return lr
+    monkeypatch.setattr(train, "train_step", counted)
+    train.main(tiny_args + [f"run.name={position}", f"model.position.type={position}", "run.compile=true",
+                            "train.max_steps=14", "train.eval_every=4", "train.ckpt_every=4"])
+    assert graphs == [before + 1] * 14, graphs
+    assert losses(tmp_path / position)[12][1] is not None  # evaluated at 4, 8, 12
+
+
 def test_summary_tables_the_gap_to_rope_by_step_and_skips_fine_tunes():
     def run(name, seed, curve, init_from=None):
         return {"run": name, "seed": seed, "position": name, "scaling": None, "context": 128, "steps": max(curve),
@@ -137,6 +160,21 @@ def test_kv_cache_generation_equals_recomputing_the_whole_sequence(tiny_run):
         logits, _ = model(torch.tensor([ids]))
         ids.append(int(logits[0, -1].argmax()))
     assert cached == ids[len(prompt):]
+
+
+def test_generate_compile_prints_what_eager_decoding_prints(tiny_run, capsys, monkeypatch):
+    # --compile decodes through a static cache with compiled steps (dynamo's eager backend here, to stay
+    # fast): the same sampled text, with the whole context and with a sliding window of 32 tokens
+    compile_ = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda model, **kw: compile_(model, backend="eager", dynamic=False))
+    args = [str(tiny_run), "--prompt", "To be or not to be. " * 10, "--max-new-tokens", "60", "--temperature", "1",
+            "--seed", "1"]
+    for extra in ([], ["--max-context", "32"]):
+        capsys.readouterr()
+        generate.main(args + extra)
+        eager = capsys.readouterr().out
+        generate.main(args + extra + ["--compile"])
+        assert capsys.readouterr().out == eager
 
 
 def test_generate_cli_is_reproducible_and_handles_long_prompts(tiny_run, tiny_args, tmp_path, capsys):

@@ -1,0 +1,41 @@
+"""eval.profile on the CPU (the GPU run is `make gpu-profile`): its sections, time shares that add up to the
+profiled span, and the training steps timed after each evaluation pass."""
+import json
+from pathlib import Path
+
+import pytest
+
+from eval import profile
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = ["model.d_model=32", "model.max_seq_len=64", "train.batch_size=2", "train.eval_tokens=256", "run.device=cpu"]
+
+
+def test_the_profile_reports_the_step_its_time_shares_top_kernels_and_training_after_evaluation(tmp_path):
+    profile.main(["--config", str(ROOT / "configs/tiny.yaml"), "--steps", "2", "--warmup", "1", "--evaluations", "2",
+                  "--out", str(tmp_path), *SMALL])
+    text = (tmp_path / "profile.md").read_text()
+    for section in ("## The step", "## Where the time goes", "## Top operators by CPU self time",
+                    "## Training after evaluation"):
+        assert section in text
+    results = json.loads((tmp_path / "profile.json").read_text())
+    shares = results["shares"]
+    assert set(shares) == {"matmul", "attention", "elementwise and other", "idle"}
+    for measured in (shares, results["shares_after"]):  # before and after the evaluations
+        assert sum(measured.values()) == pytest.approx(1.0, abs=0.01) and min(measured.values()) >= 0
+    assert shares["matmul"] > 0.1 and shares["attention"] > 0  # the linear layers and SDPA are found by name
+    assert "| total | 100.0% | 100.0% |" in text
+    assert results["top"][0]["name"] == "aten::mm" and results["tokens_per_s"] > 0 and results["mfu"] is None
+    assert [e["when"] for e in results["evaluations"]] == ["before", "after evaluation 1", "after evaluation 2"]
+    assert all(e["tokens_per_s"] > 0 and e["graphs"] == 0 for e in results["evaluations"])
+
+
+@pytest.mark.parametrize("name, want", [
+    ("aten::mm", "matmul"), ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "matmul"),
+    ("nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NNT", "matmul"),
+    ("pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits>", "attention"),
+    ("aten::_scaled_dot_product_flash_attention_for_cpu_backward", "attention"),
+    ("triton_per_fused__to_copy_add_mean_mul_pow_rsqrt_0", "elementwise and other"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", "elementwise and other")])
+def test_kernels_are_sorted_into_categories_by_name(name, want):
+    assert profile.category(name) == want

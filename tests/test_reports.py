@@ -785,7 +785,7 @@ def never_learned(rows, tasks) -> bool:
 
 def test_every_cell_of_the_recipe_search_is_its_log():
     table = recipe_table()
-    assert sorted(table) == list(range(1, 20))
+    assert sorted(table) == list(range(1, 22))
     for number, entry in table.items():
         logged = final(number)
         for task in TASK_NAMES:
@@ -824,3 +824,12 @@ def test_a_third_layer_slowed_rope():
     says(TASKS_PAGE, "a third layer also slowed RoPE (row 15)")
     two, three = recipe_log("r2-rope")[2000], final(15)
     assert all(three[t] < two[t] for t in INDUCTION)
+
+
+def test_three_layers_carry_rope_on_seed_1_but_not_two_headed_alibi():
+    says(TASKS_PAGE, "(row 20: all five tasks at 90% or more from step 1,500, where two layers failed, row 18)",
+         "(row 21: none of the induction tasks by step 2,750)")
+    log = recipe_log("x-l3-rope-s1")
+    assert min(step for step, acc in log.items() if all(v >= 0.9 for v in acc.values())) == 1500
+    assert all(all(v >= 0.9 for v in acc.values()) for step, acc in log.items() if step >= 1500)
+    assert never_learned((21,), INDUCTION) and max(recipe_log("x-l3-alibi-s1")) == 2750

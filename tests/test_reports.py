@@ -785,7 +785,7 @@ def never_learned(rows, tasks) -> bool:
 
 def test_every_cell_of_the_recipe_search_is_its_log():
     table = recipe_table()
-    assert sorted(table) == list(range(1, 22))
+    assert sorted(table) == list(range(1, 24))
     for number, entry in table.items():
         logged = final(number)
         for task in TASK_NAMES:
@@ -833,3 +833,12 @@ def test_three_layers_carry_rope_on_seed_1_but_not_two_headed_alibi():
     assert min(step for step, acc in log.items() if all(v >= 0.9 for v in acc.values())) == 1500
     assert all(all(v >= 0.9 for v in acc.values()) for step, acc in log.items() if step >= 1500)
     assert never_learned((21,), INDUCTION) and max(recipe_log("x-l3-alibi-s1")) == 2750
+
+
+def test_four_heads_let_alibi_form_the_induction_circuit_in_three_layers_not_recall1():
+    says(TASKS_PAGE, "(row 22: `copy`, `recall` and `passkey` at 95-100% by step 5,000, with a steepest slope of 1/4 "
+                     "instead of 1/16), but its `recall1` stays at 52%",
+         "learned no induction task by step 3,000 of 5,000 (row 23)")
+    alibi = final(22)
+    assert [f"{100 * alibi[t]:.0f}" for t in INDUCTION] == ["95", "98", "100"] and f"{100 * alibi['recall1']:.0f}" == "52"
+    assert never_learned((23,), INDUCTION)

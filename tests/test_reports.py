@@ -785,7 +785,7 @@ def never_learned(rows, tasks) -> bool:
 
 def test_every_cell_of_the_recipe_search_is_its_log():
     table = recipe_table()
-    assert sorted(table) == list(range(1, 24))
+    assert sorted(table) == list(range(1, 26))
     for number, entry in table.items():
         logged = final(number)
         for task in TASK_NAMES:
@@ -842,3 +842,10 @@ def test_four_heads_let_alibi_form_the_induction_circuit_in_three_layers_not_rec
     alibi = final(22)
     assert [f"{100 * alibi[t]:.0f}" for t in INDUCTION] == ["95", "98", "100"] and f"{100 * alibi['recall1']:.0f}" == "52"
     assert never_learned((23,), INDUCTION)
+
+
+def test_the_next_candidate_on_seed_2_carries_rope_not_nope():
+    says(TASKS_PAGE, "RoPE learned all five tasks; NoPE learned both single-hop tasks and no induction task by step 3,250.")
+    assert all(v >= 0.9 for v in final(24).values())
+    assert never_learned((25,), INDUCTION) and all(final(25)[t] >= 0.9 for t in SINGLE_HOP)
+    assert recipe_table()[25]["step"].startswith("3250")

@@ -849,3 +849,10 @@ def test_the_next_candidate_on_seed_2_carries_rope_not_nope():
     assert all(v >= 0.9 for v in final(24).values())
     assert never_learned((25,), INDUCTION) and all(final(25)[t] >= 0.9 for t in SINGLE_HOP)
     assert recipe_table()[25]["step"].startswith("3250")
+
+
+def test_the_task_table_gives_each_task_its_chance():
+    from data.tasks import TASKS
+    for task, spec in TASKS.items():
+        row = next(line for line in (TASK_REPORT / "README.md").read_text().splitlines() if line.startswith(f"| `{task}` |"))
+        assert row.rstrip(" |").endswith(f"{100 * spec.chance:.1f}%".replace(".0%", "%")), task

@@ -7,6 +7,10 @@ the pointer to them, which also names the older checkpoints kept (`train.keep_ch
 best-validation weights `best_<step>.safetensors`. Every file is written atomically (temp file, fsync, rename) and the pointer
 last, so a kill at any moment leaves the previous checkpoint loadable. One process at a time writes a run
 directory or an evaluator's report folder: it holds the folder's `lock` file (`hold`) until it ends.
+
+A model to evaluate is a run directory or `hf:PATH`, a transformers checkpoint on disk (export/hf.py).
+`check_checkpoint`, `read_run_config`, `model_config`, `load_model`, `load_tokenizer` and `scalings_taken`
+open either, so that evaluators and generate.py do not ask which kind it is.
 """
 from __future__ import annotations
 
@@ -35,8 +39,11 @@ from config import (
     parse_scaling,
     write_error,
 )
+from data import Tokenizer
+from export import hf
 from model.gpt import GPT
 from model.positions import check as check_positions
+from model.rope import SCALINGS
 
 POINTER = "checkpoint.json"
 FROM_RUN = "from-run"  # load_model's default: the scaling the run was trained with
@@ -300,7 +307,18 @@ def load_weights(run_dir: Path, best: bool = False) -> dict[str, torch.Tensor]:
     return weights
 
 
+def check_checkpoint(path: Path) -> None:
+    """A UserError unless `path` holds a model: a run's checkpoint, or an hf: checkpoint's config."""
+    if hf.is_hf(path):
+        hf.describe(path)
+    else:
+        read_pointer(path)
+
+
 def read_run_config(run_dir: Path) -> dict:
+    """A run's config.yaml; for hf:PATH, the checkpoint's model as that file would hold it (no data section)."""
+    if hf.is_hf(run_dir):
+        return hf.describe(run_dir)
     path = Path(run_dir) / "config.yaml"
     if not Path(run_dir).is_dir():
         raise UserError(f"run directory not found: {run_dir}")
@@ -388,8 +406,26 @@ def parse_model_section(run_dir: Path, config: dict) -> ModelConfig:
 def load_model(run_dir: Path, scaling: ScalingConfig | dict | None | str = FROM_RUN, device="cpu",
                best: bool = False) -> GPT:
     """The latest (or best-validation) checkpoint of a run as an eval-mode GPT, optionally with another
-    RoPE scaling."""
+    RoPE scaling; for hf:PATH, the transformers model called as a GPT is (export.hf.HFModel)."""
+    if hf.is_hf(run_dir):
+        if best:
+            raise UserError(f"{run_dir} is a transformers checkpoint: it has no best-validation weights (--best "
+                            f"reads a run directory)")
+        own = scaling == FROM_RUN
+        return hf.load_model(str(run_dir), None if own else parse_scaling(scaling), device, own=own)
     model = GPT(model_config(run_dir, scaling))
     load_weights_into(model, run_dir, best=best)
     model.use_flex_attention(torch.device(device).type == "cuda")  # score biases without a T x S mask
     return model.to(device).eval()
+
+
+def load_tokenizer(run_dir: Path):
+    """The tokenizer of a run (data.Tokenizer) or of an hf: checkpoint (export.hf.HFTokenizer, the same methods)."""
+    if hf.is_hf(run_dir):
+        return hf.load_tokenizer(str(run_dir))
+    return Tokenizer(Path(run_dir) / "tokenizer.model")
+
+
+def scalings_taken(run_dir: Path) -> tuple[str, ...]:
+    """The RoPE scaling methods a model can be loaded with: every one for a run, transformers' for hf:PATH."""
+    return hf.TAKES if hf.is_hf(run_dir) else tuple(SCALINGS)

@@ -5,6 +5,7 @@
     python generate.py runs/tiny --rope-scaling "{type: yarn, factor: 4}"   # a RoPE scaling at load time
     python generate.py runs/tiny --max-new-tokens 2048 --max-context 256    # a sliding KV cache
     python generate.py runs/tiny --compile                                  # compiled steps, CUDA graphs on CUDA
+    python generate.py hf:.cache/smollm2/SmolLM2-135M-Instruct-Q4_1 --prompt "The capital of France is" --temperature 0
 
 Every token stays in the KV cache and is attended over, past the training length too, for every
 encoding that can represent the positions (rope with or without a scaling, alibi, nope, sinusoidal);
@@ -13,6 +14,8 @@ length token by token. --max-context K keeps only the last K tokens in the cache
 positions stay absolute, nothing is recomputed). --compile decodes through a static KV cache (fixed
 shapes, so one compiled graph serves every token) with torch.compile, as CUDA graphs on CUDA: the same
 tokens as without it, up to float rounding (its attention reads every slot through a mask).
+hf:PATH, a transformers checkpoint (export/hf.py), decodes through transformers' own growing cache, so
+--max-context and --compile are for run directories; its prompt starts with BOS where its tokenizer adds one.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from typing import Iterator
 
 import torch
 
-from checkpoint import FROM_RUN, load_model, read_run_config
+from checkpoint import FROM_RUN, load_model, load_tokenizer, read_run_config
 from config import ArgumentParser, ScalingConfig, UserError, is_task_source, parse_scaling, run_cli
 from data import Tokenizer
 from device import keep_freed_host_memory, pick_device
@@ -98,7 +101,15 @@ def load(args) -> tuple[GPT, Tokenizer]:
                         f"evaluate it with python -m eval.tasks")
     scaling = scaling_option(args.rope_scaling)
     model = load_model(args.run_dir, scaling=scaling, device=pick_device(args.device, "--device"), best=args.best)
-    return model, Tokenizer(args.run_dir / "tokenizer.model")
+    own_cache = [option for option, given in (("--max-context", args.max_context is not None),
+                                              ("--compile", args.compile)) if given]
+    if own_cache and not isinstance(model, GPT):  # both need this repo's KVCache (trim, make_static)
+        raise UserError(f"{own_cache[0]} needs this repo's KV cache; {args.run_dir} decodes through transformers' own")
+    tokenizer = load_tokenizer(args.run_dir)
+    if not args.prompt and tokenizer.bos_id is None:
+        raise UserError(f"{args.run_dir}: give a --prompt (its tokenizer starts a text with no BOS token to "
+                        f"generate from)")
+    return model, tokenizer
 
 
 def check_options(args) -> None:
@@ -145,7 +156,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     model, tokenizer = run_cli(lambda: load(args))
-    prompt = [tokenizer.bos_id] + tokenizer.encode(args.prompt)
+    head = [] if tokenizer.bos_id is None else [tokenizer.bos_id]  # a run's tokenizer always has BOS
+    prompt = head + tokenizer.encode(args.prompt)
     limit = model.position.max_positions
     if limit is not None and len(prompt) >= limit:
         print(f"note: the prompt has {len(prompt)} tokens and {model.cfg.position.type} positions stop at "
@@ -153,7 +165,7 @@ def main(argv=None):
         prompt = prompt[-(limit - 1):]
     # Decode the prompt and the new tokens together: sentencepiece drops a leading space when a
     # piece is decoded alone. Print only what the newest token adds.
-    context = prompt[1:]
+    context = prompt[len(head):]
     shown = tokenizer.decode(context)
     sys.stdout.write(shown)
     produced = 0

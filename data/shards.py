@@ -2,7 +2,8 @@
 
 `prepare_shards(cfg)` returns `<cache_dir>/<key>/` holding
 
-    tokenizer.model            sentencepiece BPE trained on the training split (+ .vocab, for reading)
+    tokenizer.model            sentencepiece BPE trained on the training split (+ .vocab, for reading), unless
+                               a pretrained model's tokenizer was given (its text is encoded with that)
     {split}.bin                every document as [BOS] + tokens + [EOS], back to back (uint16 or uint32)
     {split}.docs.npy           int64 document offsets into {split}.bin, n_docs + 1 of them, from 0
     {split}.names.json         document names
@@ -45,22 +46,29 @@ def source_fingerprint(source: str) -> dict:
             "files": [(f.relative_to(root).as_posix(), f.stat().st_size, f.stat().st_mtime_ns) for f in files]}
 
 
-def dataset_key(cfg: DataConfig) -> str:
-    blob = json.dumps({"format": FORMAT_VERSION, "data": source_fingerprint(cfg.source),
-                       "vocab_size": cfg.vocab_size, "text_field": cfg.text_field, "val_fraction": cfg.val_fraction,
-                       "test_fraction": cfg.test_fraction, "max_documents": cfg.max_documents,
-                       "tokenizer": TOKENIZER_SETTINGS}, sort_keys=True)
+def dataset_key(cfg: DataConfig, tokenizer=None) -> str:
+    """The cache key of (source, splits, tokenizer): the tokenizer trained here (its vocab and settings), or
+    a given one (its fingerprint)."""
+    encoding = ({"vocab_size": cfg.vocab_size, "tokenizer": TOKENIZER_SETTINGS} if tokenizer is None
+                else {"tokenizer_fingerprint": tokenizer.fingerprint})
+    blob = json.dumps({"format": FORMAT_VERSION, "data": source_fingerprint(cfg.source), "text_field": cfg.text_field,
+                       "val_fraction": cfg.val_fraction, "test_fraction": cfg.test_fraction,
+                       "max_documents": cfg.max_documents, **encoding}, sort_keys=True)
     name = Path(cfg.source.removeprefix("hf:").rstrip("/")).name  # a readable prefix; the hash decides
     slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in name)[:32].strip("-.") or "data"
-    return f"{slug}-{cfg.vocab_size}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
+    vocab = cfg.vocab_size if tokenizer is None else f"tok{tokenizer.vocab_size}"
+    return f"{slug}-{vocab}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
 
-def prepare_shards(cfg: DataConfig, progress: bool = True) -> Path:
+def prepare_shards(cfg: DataConfig, progress: bool = True, tokenizer=None) -> Path:
     """Build (or find in the cache) the tokenizer and token shards for `cfg`; returns their directory.
-    `progress=False` builds silently (no status lines, no progress bars)."""
+    `progress=False` builds silently (no status lines, no progress bars). With `tokenizer` (a pretrained
+    model's own, with data.Tokenizer's encode_batch, bos_id, eos_id, vocab_size and fingerprint), the
+    documents are encoded with it and no tokenizer is trained; a document then starts with BOS only where
+    that tokenizer starts a text with one (bos_id None: it does not)."""
     cfg.validate()
     cache = Path(cfg.cache_dir)
-    key = dataset_key(cfg)
+    key = dataset_key(cfg, tokenizer)
     out = cache / key
     if (out / "done").exists():
         return out
@@ -75,9 +83,10 @@ def prepare_shards(cfg: DataConfig, progress: bool = True) -> Path:
         spool = Spool(tmp / "documents.spool")  # the texts wait on disk, not in memory
         docs = load_documents(cfg.source, cfg.cache_dir, cfg.val_fraction, cfg.test_fraction, cfg.max_documents,
                               cfg.text_field, spool)
-        say(f"data: {', '.join(f'{len(docs[s])} {s}' for s in SPLITS)} documents; training sentencepiece "
-            f"BPE (vocab {cfg.vocab_size}) on the {len(docs['train'])} training documents ...", flush=True)
-        tok = Tokenizer(train_tokenizer((t for _, t in docs["train"]), cfg.vocab_size, tmp / "tokenizer"))
+        if tokenizer is None:
+            say(f"data: {', '.join(f'{len(docs[s])} {s}' for s in SPLITS)} documents; training sentencepiece "
+                f"BPE (vocab {cfg.vocab_size}) on the {len(docs['train'])} training documents ...", flush=True)
+        tok = tokenizer or Tokenizer(train_tokenizer((t for _, t in docs["train"]), cfg.vocab_size, tmp / "tokenizer"))
         dtype = np.uint16 if tok.vocab_size < 2**16 else np.uint32
         counts = {split: write_split(tok, docs[split], tmp, split, dtype, progress) for split in SPLITS}
         spool.close()
@@ -109,6 +118,7 @@ def write_split(tok: Tokenizer, docs: list, out: Path, split: str, dtype, progre
     """Encode `docs` into out/{split}.bin and its index, a batch of at most chunk_docs documents or about
     chunk_bytes of text at a time; returns (n_tokens, n_docs)."""
     offsets = [0]
+    head, tail = [i for i in (tok.bos_id,) if i is not None], [i for i in (tok.eos_id,) if i is not None]
 
     def batches():
         batch, size = [], 0
@@ -124,8 +134,7 @@ def write_split(tok: Tokenizer, docs: list, out: Path, split: str, dtype, progre
             tqdm(total=len(docs), desc=f"data: tokenizing {split}", unit="doc", disable=None if progress else True) as bar:  # None: off when not a terminal
         for batch in batches():
             for ids in tok.encode_batch([str(text) for text in batch]):
-                tokens = np.empty(len(ids) + 2, dtype=dtype)
-                tokens[0], tokens[1:-1], tokens[-1] = tok.bos_id, ids, tok.eos_id
+                tokens = np.array([*head, *ids, *tail], dtype=dtype)
                 tokens.tofile(f)
                 offsets.append(offsets[-1] + len(tokens))
             bar.update(len(batch))

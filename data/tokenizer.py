@@ -6,6 +6,8 @@ stripped or collapsed spaces, no dummy prefix, and byte fallback for characters 
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 from pathlib import Path
 
@@ -114,3 +116,12 @@ class Tokenizer:
     def decode(self, ids: list[int]) -> str:
         """Text of `ids`; BOS/EOS (control tokens) decode to nothing."""
         return self.sp.decode([int(i) for i in ids])
+
+    def piece(self, i: int) -> str:
+        """Token i as text, a leading space where its piece starts a word (eval.probe's candidate key words)."""
+        return self.sp.id_to_piece(i).replace("\u2581", " ")
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """What identifies its encoding (the data cache key of text encoded with it): its model file's sha256."""
+        return hashlib.sha256(self.path.read_bytes()).hexdigest()

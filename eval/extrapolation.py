@@ -3,6 +3,8 @@
     python -m eval.extrapolation runs/study/seed1/rope runs/study/seed1/alibi --lengths 128,256,512,1024,2048 \
         --scaling none,linear,ntk,dynamic,yarn,dynamic-yarn [--fixed-factors 4] [--split test] [--stride 64] \
         [--max-tokens 32768] [--batch-size 4] [--decode-chunk 16] [--device cpu] [--out reports/extrapolation]
+    python -m eval.extrapolation hf:.cache/smollm2/SmolLM2-135M-Instruct-Q4_1 --data ../shared/corpora/gutenberg \
+        --lengths 8192,16384,32768 --scaling none,linear,ntk,dynamic,yarn --fixed-factors '' --out reports/smollm2
 
 The protocol is the ALiBi paper's (Press et al., arXiv 2108.12409): windows of `length`
 tokens inside held-out documents, non-overlapping by default (every target of a window scored). With
@@ -26,6 +28,11 @@ Which scalings apply to which run (L = the run's max_seq_len):
     original_max_position_embeddings when it has a scaling.
   - every other encoding: `none` only. `learned` past its table is a row with ppl null and a note,
     never a clamped position.
+
+A model is a run directory or hf:PATH, a transformers checkpoint (export/hf.py), which reads --data (default:
+the default corpus) encoded with its own tokenizer, in the same document-contained windows; it takes the
+scalings transformers has (not dynamic-yarn), and its dynamic NTK is transformers' (cached keys keep their
+rotation). --data gives a run other text too, encoded with the run's tokenizer.
 
 Rows carry the run's seed (run.seed), so several seeds of one study aggregate in results.md
 (mean and standard deviation over seeds). Writes results.json (one row per measurement, rewritten
@@ -52,11 +59,13 @@ from tqdm import tqdm
 from checkpoint import (
     FROM_RUN,
     atomic_write_text,
+    check_checkpoint,
     hold,
     load_model,
+    load_tokenizer,
     parse_model_section,
-    read_pointer,
     read_run_config,
+    scalings_taken,
 )
 from config import (
     ArgumentParser,
@@ -92,7 +101,9 @@ class Run:
     train_length: int  # L: the training length, or the base run's for a fine-tuned run
     scaling: ScalingConfig | None  # the run's own RoPE scaling (a context-extension fine-tune), else None
     continued: bool  # trained from another run's weights (train.init_from)
-    data: DataConfig
+    data: DataConfig  # the text it is evaluated on
+    retokenize: bool = False  # encode `data` with the model's own tokenizer (not the data's cached shards)
+    scalings: tuple[str, ...] = tuple(SCALINGS)  # the RoPE scaling methods it can be loaded with
 
 
 @dataclass
@@ -106,31 +117,57 @@ class Measurement:
     decode_from: int | None = None  # prefill this many tokens, decode the rest through the KV cache
 
 
-def read_run(path: Path, name: str, tasks: bool = False) -> Run:
+def read_run(path: Path, name: str, tasks: bool = False, data: str | None = None) -> Run:
     """Everything needed to plan a run's measurements; fails now rather than after the other runs. A run
-    trained on text when `tasks` (eval.tasks), or on tasks when not, is a UserError naming the right command."""
-    read_pointer(path)  # a UserError when there is no checkpoint
+    trained on text when `tasks` (eval.tasks), or on tasks when not, is a UserError naming the right command.
+    `data`: a data.source to evaluate on instead of the run's own, encoded with the model's tokenizer; a
+    model trained elsewhere (hf:PATH: its config has no data section) reads it, or the default corpus."""
+    check_checkpoint(path)  # a UserError when there is no checkpoint
     config = read_run_config(path)
     model = parse_model_section(path, config)
     try:
-        data = from_dict(DataConfig, config.get("data") or {}, "data")
+        own = from_dict(DataConfig, config.get("data") or {}, "data")
     except UserError as e:
         raise UserError(f"{path}/config.yaml: {e}") from None
-    if is_task_source(data.source) != tasks:
-        raise UserError(f"{path} was trained on {data.source}, " + (
+    trained_on = own.source if "data" in config else None  # None: text this repo did not tokenize
+    if tasks and trained_on is None:
+        raise UserError(f"{path} was trained elsewhere, on text: the task track's sequences are ids of data/tasks.py's "
+                        f"own vocabulary, which its tokenizer cannot express; evaluate it with python -m "
+                        f"eval.extrapolation or eval.probe")
+    if trained_on is not None and is_task_source(trained_on) != tasks:
+        raise UserError(f"{path} was trained on {trained_on}, " + (
             "not tasks: evaluate it with python -m eval.extrapolation or eval.probe" if tasks
             else "not text: evaluate it with python -m eval.tasks"))
+    retokenize = data is not None or trained_on is None
+    if data is not None:
+        own = DataConfig(source=data)
     scaling = model.position.scaling
     L = model.max_seq_len
     if scaling:
         L = scaling.original_max_position_embeddings or L
     run, train = config.get("run") or {}, config.get("train") or {}
     return Run(path, name, int(run.get("seed", 0)), model.position.type, int(L), scaling,
-               bool(train.get("init_from")), data)
+               bool(train.get("init_from")), own, retokenize, scalings_taken(path))
+
+
+def text_shards(run: Run, progress: bool = True) -> Path:
+    """The token shards a run reads: its data's own (tokenizer trained with them), or its data encoded with
+    the model's own tokenizer (`retokenize`)."""
+    return prepare_shards(run.data, progress, tokenizer=load_tokenizer(run.path) if run.retokenize else None)
+
+
+def check_taken(runs: list[Run], methods: list[str]) -> None:
+    """A UserError for a scaling asked for by name that a model cannot be loaded with."""
+    for run in runs:
+        for method in methods:
+            if method not in run.scalings:
+                raise UserError(f"{run.path} cannot take RoPE scaling {method!r} (transformers has no rope type "
+                                f"for it); it takes {', '.join(run.scalings)}")
 
 
 def plan(run: Run, methods: list[str], lengths: list[int], fixed_factors: list[float]) -> list[Measurement]:
-    """The (scaling, factor, length) measurements of one run, in table order."""
+    """The (scaling, factor, length) measurements of one run, in table order (of `methods`, those it takes)."""
+    methods = [m for m in methods if m in run.scalings]
     if run.position != "rope" or (run.continued and not run.scaling):
         return [Measurement(run, "none" if not run.continued else "none (fine-tuned)", None, None, None, n)
                 for n in lengths]
@@ -178,8 +215,15 @@ def logits_in_parts(model, x: torch.Tensor, decode_from: int | None, chunk: int)
 
 def window_losses(model, x: torch.Tensor, y: torch.Tensor, decode_from: int | None, chunk: int) -> torch.Tensor:
     """Next-token losses (B, n) of windows x -> y (B, n each), computed as `logits_in_parts` runs them."""
-    return torch.cat([F.cross_entropy(logits.float().transpose(1, 2), y[:, a:b], reduction="none")
+    return torch.cat([next_token_losses(logits, y[:, a:b])
                       for a, b, logits in logits_in_parts(model, x, decode_from, chunk)], dim=1)
+
+
+def next_token_losses(logits: torch.Tensor, targets: torch.Tensor, part: int = 4096) -> torch.Tensor:
+    """Cross-entropy (B, T) of logits (B, T, V), `part` positions at a time: a whole float copy and log-softmax
+    of a 32k-token window's logits over a pretrained model's vocabulary would be gigabytes more."""
+    return torch.cat([F.cross_entropy(logits[:, i:i + part].float().transpose(1, 2), targets[:, i:i + part],
+                                      reduction="none") for i in range(0, logits.shape[1], part)], dim=1)
 
 
 def token_losses(model, data: TokenData, windows, length: int, batch_size: int, device,
@@ -242,10 +286,10 @@ class Evaluator:
         self.models = Models(self.device)
         self.done: dict[tuple, dict] = {}
 
-    def token_data(self, cfg: DataConfig) -> TokenData:
-        key = json.dumps(cfg.__dict__, sort_keys=True)
+    def token_data(self, run: Run) -> TokenData:
+        key = json.dumps([run.data.__dict__, str(run.path) if run.retokenize else None], sort_keys=True)
         if key not in self.data:
-            self.data[key] = TokenData(prepare_shards(cfg), self.split)
+            self.data[key] = TokenData(text_shards(run), self.split)
         return self.data[key]
 
 
@@ -268,7 +312,7 @@ class Evaluator:
         return {**row, **self.done[key]}
 
     def compute(self, run: Run, model, n: int, stride: int, decode_from: int | None) -> dict:
-        data = self.token_data(run.data)
+        data = self.token_data(run)
         windows = data.eval_windows(n, max_tokens=self.max_tokens, stride=stride)
         if not windows:
             return {"note": f"no {self.split} document is longer than {n} tokens"}
@@ -313,6 +357,15 @@ def keep_finished(work: Callable[[], None], rows: list, out: Path, write: Callab
         print(f"error: {str(e).splitlines()[0] if str(e) else 'interrupted'}{kept}", file=sys.stderr)
         failed = isinstance(e, RunFailed) or bool(rows)
         sys.exit(130 if isinstance(e, KeyboardInterrupt) else 1 if failed else 2)
+
+
+DATA_HELP = ("text to evaluate on, a data.source (shakespeare, a folder, file or glob ...), encoded with each model's "
+             "own tokenizer (default: a run's own data; the default corpus for hf:PATH)")
+
+
+def check_data_option(data: str | None) -> None:
+    if data is not None and (not data or is_task_source(data)):
+        raise UserError(f"--data takes a text source (shakespeare, a folder, file or glob ...), got {data!r}")
 
 
 def parse_lengths(text: str) -> list[int]:
@@ -367,9 +420,9 @@ def previous_rows(path: Path, tool: str, field: str) -> list[dict]:
     return rows
 
 
-def read_runs(paths: list[Path], tasks: bool = False) -> list[Run]:
+def read_runs(paths: list[Path], tasks: bool = False, data: str | None = None) -> list[Run]:
     """The runs, named by their directory, or by the path as given where two runs of one seed share a name."""
-    runs = [read_run(p, p.name, tasks) for p in paths]
+    runs = [read_run(p, p.name, tasks, data) for p in paths]
     keys = [(r.name, r.seed) for r in runs]
     for r, key in zip(runs, keys):
         if keys.count(key) > 1:
@@ -397,10 +450,11 @@ def resumable_rows(path: Path, split: str, stride: int | None) -> list[dict]:
 def main(argv: list[str] | None = None) -> list[dict]:
     keep_freed_host_memory()  # process-wide: CPU steps reuse freed memory (device.py)
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs", nargs="+", type=Path, help="run directories")
+    parser.add_argument("runs", nargs="+", type=Path, help="run directories, or hf:PATH (a transformers checkpoint)")
     parser.add_argument("--lengths", default=DEFAULT_LENGTHS, help=f"evaluation lengths (default {DEFAULT_LENGTHS})")
-    parser.add_argument("--scaling", default=",".join(SCALINGS),
-                        help="RoPE scaling methods for unscaled rope runs (default: all)")
+    parser.add_argument("--scaling", default=None,
+                        help="RoPE scaling methods for unscaled rope runs (default: all a model takes)")
+    parser.add_argument("--data", default=None, help=DATA_HELP)
     parser.add_argument("--fixed-factors", default="4",
                         help="fixed factors at which static methods are also evaluated at every length "
                              "(comma-separated, '' for none; default 4)")
@@ -422,7 +476,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     held = contextlib.ExitStack()  # --out's lock, from when the options are checked to the last write
 
     def work():
-        lengths, methods = parse_lengths(args.lengths), parse_scalings(args.scaling)
+        lengths = parse_lengths(args.lengths)
+        methods = parse_scalings(args.scaling) if args.scaling is not None else list(SCALINGS)
+        check_data_option(args.data)
         fixed_factors = parse_factors(args.fixed_factors)
         for option, value in (("--stride", args.stride), ("--batch-size", args.batch_size),
                               ("--decode-chunk", args.decode_chunk)):
@@ -433,7 +489,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         if args.out.exists() and not args.out.is_dir():
             raise UserError(f"--out {args.out} is a file, not a folder")
         held.enter_context(hold(args.out, "eval.extrapolation"))  # one evaluation writes a folder at a time
-        runs = read_runs(args.runs)
+        runs = read_runs(args.runs, data=args.data)
+        if args.scaling is not None:
+            check_taken(runs, methods)
         measurements = [m for run in runs for m in plan(run, methods, lengths, fixed_factors)]
         if args.resume:
             rows.extend(resumable_rows(args.out / "results.json", args.split, args.stride))

@@ -1,7 +1,8 @@
 """Context-use probes: does a model use the tokens D positions back, inside and past its training length?
 
     python -m eval.probe runs/study/seed1/rope runs/study/seed1/alibi [--multiples 0.25,0.5,1,2,4,8,16] \
-        [--scaling none,linear,ntk,yarn] [--samples 16] [--passkey-samples 8] [--out reports/extrapolation]
+        [--scaling none,linear,ntk,yarn] [--samples 16] [--passkey-samples 8] [--passkey-multiples 1,2,4,8,16] \
+        [--passkey-depths 0.1,0.5,0.9] [--data SOURCE] [--out reports/extrapolation]
 
 Perplexity alone cannot say this: a model that only looks 30 tokens back is flat past any L.
 
@@ -21,7 +22,10 @@ passkey  The PI / YaRN papers' task (the passkey retrieval of Chen et al. 2306.1
 Every run sees the same samples (a fixed generator), so encodings are compared on the same text.
 Runs and scalings are chosen as in eval.extrapolation: rope runs without scaling get each static
 method of --scaling with s = max(1, length / L); a fine-tuned run uses its own scaling; `learned`
-past its table is a row with value null. Writes probes.json, probes.md and probes.png.
+past its table is a row with value null. A model is a run directory or hf:PATH (eval.extrapolation's --data
+rule). A measurement identical to one made (a static scaling at s = 1 is plain RoPE) is not made again: its
+row repeats the numbers and names the row it shares them with (same_as); `seconds` is the time the
+measurement took. --multiples '' leaves the copy probe out. Writes probes.json, probes.md and probes.png.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ import argparse
 import contextlib
 import json
 import statistics
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -36,12 +41,12 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from checkpoint import atomic_write_text, hold, load_model
+from checkpoint import atomic_write_text, hold, load_model, load_tokenizer
 from config import ArgumentParser, ScalingConfig, UserError
-from data import TokenData, Tokenizer, prepare_shards
+from data import TokenData, Tokenizer
 from device import autocast, keep_freed_host_memory, pick_device
-from eval.extrapolation import (TOKENS_PER_FORWARD, Run, keep_finished, parse_multiples, parse_scalings, plan,
-                               previous_rows, read_runs)
+from eval.extrapolation import (DATA_HELP, TOKENS_PER_FORWARD, Run, check_data_option, check_taken, keep_finished,
+                               parse_multiples, parse_scalings, plan, previous_rows, read_runs, text_shards)
 from eval.plots import plt, style, ticker
 from model.rope import SCALINGS
 
@@ -62,13 +67,14 @@ class NoPasskey(ValueError):
     tokenizer that holds fewer than two candidate key words as single tokens."""
 
 
-def forward_in_batches(model, sequences: torch.Tensor, device):
-    """Yield (x, logits) over batches of token sequences (N, T) that bound memory; logits predict x[:, 1:]."""
+def forward_in_batches(model, sequences: torch.Tensor, device, last_only: bool = False):
+    """Yield (x, logits) over batches of token sequences (N, T) that bound memory; logits predict x[:, 1:]
+    (with `last_only`, only the last of them)."""
     batch = max(1, TOKENS_PER_FORWARD // sequences.shape[1])
     for i in range(0, len(sequences), batch):
         x = sequences[i:i + batch].to(device)
         with torch.inference_mode(), autocast(device):
-            logits, _ = model(x[:, :-1])  # (B, T-1, V)
+            logits, _ = model(x[:, :-1], last_only=last_only)  # (B, T-1 or 1, V)
         yield x, logits
 
 
@@ -84,7 +90,7 @@ def key_ranks(model, sequences: torch.Tensor, keys: list[int], candidates: list[
     their mean rank, so a model that scores every candidate alike is at chance, (candidates + 1) / 2,
     and only a key scored strictly above the others is rank 1."""
     ranks = []
-    for x, logits in forward_in_batches(model, sequences, device):
+    for x, logits in forward_in_batches(model, sequences, device, last_only=True):
         scores = logits[:, -1, candidates].float().cpu()  # (B, candidates)
         for row in scores:
             k = keys[len(ranks)]
@@ -128,9 +134,9 @@ def key_words(tokenizer: Tokenizer, n: int = N_KEY_WORDS) -> list[tuple[str, int
     token with its leading space."""
     out = []
     for i in range(tokenizer.vocab_size):
-        piece = tokenizer.sp.id_to_piece(i)
+        piece = tokenizer.piece(i)  # its text, the space before a word included
         word = piece[1:]
-        if piece.startswith("\u2581") and len(word) >= 4 and word.isalpha() and word.islower() \
+        if piece.startswith(" ") and len(word) >= 4 and word.isalpha() and word.islower() \
                 and tokenizer.encode(f" {word}") == [i]:
             out.append((word, i))
             if len(out) == n:
@@ -162,14 +168,15 @@ def passkey_samples(tokenizer: Tokenizer, candidates: list[tuple[str, int]], dat
 
 
 def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n_copy: int, n_passkey: int,
-              seed: int, device) -> list[dict]:
-    data = TokenData(prepare_shards(run.data, progress=False), "test")
-    tokenizer = Tokenizer(run.path / "tokenizer.model")
+              seed: int, device, passkey_multiples=PASSKEY_MULTIPLES, passkey_depths=PASSKEY_DEPTHS) -> list[dict]:
+    data = TokenData(text_shards(run, progress=False), "test")
+    tokenizer = load_tokenizer(run.path)
     candidates = key_words(tokenizer)  # once per run: it scans the vocabulary
     base = {"run": run.name, "seed": run.seed, "position": run.position, "train_length": run.train_length}
     jobs = [("copy", max(span + 1, round(m * run.train_length)), None) for m in multiples]
-    jobs += [("passkey", m * run.train_length, d) for m in PASSKEY_MULTIPLES for d in PASSKEY_DEPTHS]
+    jobs += [("passkey", round(m * run.train_length), d) for m in passkey_multiples for d in passkey_depths]
     rows, models = [], {}
+    measured: dict[tuple, tuple[str, dict]] = {}  # (model, probe, size, depth) -> (label, numbers)
     for probe, size, depth in jobs:
         length = size + span if probe == "copy" else size
         for label, scaling in model_variants(run, methods, length):
@@ -186,13 +193,19 @@ def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n
             if limit is not None and length > limit:
                 rows.append({**row, "note": f"{run.position} positions stop at {limit - 1}"})
                 continue
+            done = (key, probe, size, depth)
+            if done in measured:  # the same model on the same samples: the same numbers
+                label_of, numbers = measured[done]
+                rows.append({**row, **numbers, "same_as": label_of})
+                continue
+            t0 = time.perf_counter()
             if probe == "copy":
                 repeat, control = copy_samples(data, size, span, n_copy, seed)
                 scored = slice(size, size + span - 1)  # targets: the second copy's tokens after its first
                 value = float(losses(model, repeat, device)[:, scored].mean())
                 baseline = float(losses(model, control, device)[:, scored].mean())
-                rows.append({**row, "value": round(value, 5), "baseline": round(baseline, 5),
-                             "gain": round(baseline - value, 5), "samples": n_copy})
+                numbers = {"value": round(value, 5), "baseline": round(baseline, 5),
+                           "gain": round(baseline - value, 5), "samples": n_copy}
             else:
                 try:
                     sequences, keys = passkey_samples(tokenizer, candidates, data, size, depth, n_passkey, seed)
@@ -200,9 +213,12 @@ def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n
                     rows.append({**row, "note": str(e)})
                     continue
                 ranks = key_ranks(model, sequences, keys, [t for _, t in candidates], device)
-                rows.append({**row, "value": round(sum(r == 1 for r in ranks) / len(ranks), 4),
-                             "rank": round(statistics.fmean(ranks), 3), "candidates": len(candidates),
-                             "samples": n_passkey})
+                numbers = {"value": round(sum(r == 1 for r in ranks) / len(ranks), 4),
+                           "rank": round(statistics.fmean(ranks), 3), "candidates": len(candidates),
+                           "samples": n_passkey}
+            numbers["seconds"] = round(time.perf_counter() - t0, 2)
+            measured[done] = (label, numbers)
+            rows.append({**row, **numbers})
     return rows
 
 
@@ -234,8 +250,9 @@ def markdown(rows: list[dict]) -> str:
     passkey = [r for r in rows if r["probe"] == "passkey"]
     if passkey:
         candidates = next((r["candidates"] for r in passkey if r.get("candidates")), None)
+        depths = sorted({r["depth"] for r in passkey})
         lines += passkey_table(passkey, "value", "{:.2f}", "Passkey retrieval: share of keys ranked first "
-                               f"(depths {', '.join(map(str, PASSKEY_DEPTHS))}, all seeds)")
+                               f"(depths {', '.join(map(str, depths))}, all seeds)")
         lines += passkey_table(passkey, "rank", "{:.1f}", f"Passkey: mean rank of the true key among {candidates} "
                                f"candidate words (chance {(candidates + 1) / 2 if candidates else 'n/a'}; 1 is retrieval)")
     return "\n".join(lines) + "\n"
@@ -290,9 +307,15 @@ def plot(rows: list[dict], path: Path) -> None:
 def main(argv: list[str] | None = None) -> list[dict]:
     keep_freed_host_memory()  # process-wide: CPU steps reuse freed memory (device.py)
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs", nargs="+", type=Path, help="run directories")
+    parser.add_argument("runs", nargs="+", type=Path, help="run directories, or hf:PATH (a transformers checkpoint)")
     parser.add_argument("--multiples", default=DEFAULT_MULTIPLES,
-                        help=f"copy distances as multiples of each run's L (default {DEFAULT_MULTIPLES})")
+                        help=f"copy distances as multiples of each run's L (default {DEFAULT_MULTIPLES}; '' for no "
+                             f"copy probe)")
+    parser.add_argument("--passkey-multiples", default=",".join(map(str, PASSKEY_MULTIPLES)),
+                        help="passkey lengths as multiples of each run's L (default %(default)s)")
+    parser.add_argument("--passkey-depths", default=",".join(map(str, PASSKEY_DEPTHS)),
+                        help="where the key is stated, as shares of the filler (default %(default)s)")
+    parser.add_argument("--data", default=None, help=DATA_HELP)
     parser.add_argument("--scaling", default="none,linear,ntk,yarn",
                         help="static RoPE scalings for unscaled rope runs, s = length / L (default none,linear,ntk,yarn)")
     parser.add_argument("--span", type=int, default=32, help="tokens in the repeated span (default 32)")
@@ -309,7 +332,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     held = contextlib.ExitStack()  # --out's lock, from when the options are checked to the last write
 
     def work():
-        multiples, methods = parse_multiples(args.multiples), parse_scalings(args.scaling)
+        multiples = parse_multiples(args.multiples) if args.multiples.strip() else []
+        methods = parse_scalings(args.scaling)
+        passkey_multiples = parse_multiples(args.passkey_multiples, "--passkey-multiples")
+        depths = parse_multiples(args.passkey_depths, "--passkey-depths")
+        if depths[-1] > 1:
+            raise UserError(f"--passkey-depths must be shares of the filler in (0, 1], got {args.passkey_depths!r}")
+        check_data_option(args.data)
         for option, value in (("--span", args.span), ("--samples", args.samples),
                               ("--passkey-samples", args.passkey_samples)):
             if value < 2:
@@ -317,7 +346,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         if args.out.exists() and not args.out.is_dir():
             raise UserError(f"--out {args.out} is a file, not a folder")
         held.enter_context(hold(args.out, "eval.probe"))  # one evaluation writes a folder at a time
-        runs = read_runs(args.runs)
+        runs = read_runs(args.runs, data=args.data)
+        check_taken(runs, methods)
         if args.resume:
             previous = previous_rows(args.out / "probes.json", "eval.probe", "probe")
             if any(r["probe"] == "passkey" and r["value"] is not None and "rank" not in r for r in previous):
@@ -329,7 +359,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         device = pick_device(args.device, "--device")
         for run in tqdm(runs, unit="run", dynamic_ncols=True, disable=None):  # off when not a terminal
             rows.extend(probe_run(run, methods, multiples, args.span, args.samples, args.passkey_samples, args.seed,
-                                  device))
+                                  device, passkey_multiples, depths))
             write_report(rows, args.out, tables=False)
 
     with held:

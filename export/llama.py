@@ -16,7 +16,8 @@ How our model maps onto Llama, exactly in float32:
     turns one into the other, and q.k scores do not change since both get the same permutation.
   - RoPE scaling goes to `rope_parameters` (transformers >= 5) and `rope_scaling` (4.x), with
     max_position_embeddings = the original length as in Hugging Face's scaled checkpoints
-    (see `rope_settings`); static NTK becomes plain RoPE with theta' = theta * s^(d/(d-2)).
+    (export/hf.py's `rope_settings`, which loading hf:PATH with a scaling uses too); static NTK becomes
+    plain RoPE with theta' = theta * s^(d/(d-2)).
 The tokenizer prepends BOS by default (`add_special_tokens=True`), as every training document and
 generate.py's prompts begin with it; `add_special_tokens=False` gives exactly `Tokenizer.encode(text)`.
 Learned, sinusoidal, ALiBi and NoPE models have no Llama equivalent and are refused (exit code 2).
@@ -34,9 +35,10 @@ from safetensors.torch import save_file
 from checkpoint import atomic_write, atomic_write_text, load_model, model_config
 from config import ArgumentParser, ModelConfig, ScalingConfig, UserError, run_cli
 from data import Tokenizer
+from export.hf import is_hf, rope_settings
 from export.tokenizer import tokenizer_config, tokenizer_json
 from model.gpt import GPT
-from model.rope import SCALINGS, setting
+from model.rope import SCALINGS
 
 # transformers has a rope_type for these; static NTK is plain RoPE with a larger base. A dynamic scaling
 # is not exported: transformers caches keys rotated at the length they were computed, this repo
@@ -66,41 +68,8 @@ def check_exportable(cfg: ModelConfig) -> None:
                         f"exportable: {', '.join(EXPORTABLE_SCALINGS)}")
 
 
-def rope_settings(cfg: ModelConfig, scaling: ScalingConfig | None) -> tuple[dict, dict | None, int]:
-    """(rope_parameters for transformers >= 5, rope_scaling for 4.x, max_position_embeddings).
-
-    `scaling` is the run's resolved scaling (original_max_position_embeddings filled in). As in
-    Hugging Face checkpoints of context-extended models (Qwen2.5, Vicuna-16k), a scaled model gets
-    max_position_embeddings = the original length L, its context being L * factor: every
-    transformers version reads that alike. (Before 4.52 YaRN takes L from max_position_embeddings;
-    4.52 to 4.55 recompute the factor as max_position_embeddings / original_max_position_embeddings
-    when rope_scaling holds the latter; dynamic NTK always takes L from max_position_embeddings.)
-    """
-    theta, d = cfg.position.theta, cfg.head_dim
-    kind = scaling_kind(scaling)
-    if kind == "none":
-        return {"rope_type": "default", "rope_theta": theta}, None, cfg.max_seq_len
-    factor, original = float(scaling.factor), scaling.original_max_position_embeddings
-    if kind == "ntk":
-        # Static NTK is plain RoPE with a larger base and needs no scaling entry.
-        return {"rope_type": "default", "rope_theta": theta * factor ** (d / (d - 2))}, None, round(original * factor)
-    hf_name = SCALINGS[kind].hf_name
-    if hf_name is None:
-        raise UserError(f"RoPE scaling {kind!r} has no transformers equivalent")
-    legacy = {"type": hf_name, "rope_type": hf_name, "factor": factor}
-    if kind == "yarn":
-        legacy.update({k: getattr(scaling, k) for k in ("beta_fast", "beta_slow") if getattr(scaling, k) is not None})
-    if kind == "llama3":  # transformers requires both factors and the original length
-        legacy.update(low_freq_factor=setting(scaling, "low_freq_factor"),
-                      high_freq_factor=setting(scaling, "high_freq_factor"), original_max_position_embeddings=original)
-    params = {"rope_theta": theta, **{k: v for k, v in legacy.items() if k != "type"}}
-    if kind == "yarn":  # linear would warn about it as an unknown key, dynamic has no use for it
-        params["original_max_position_embeddings"] = original
-    return params, legacy, original
-
-
 def llama_config(cfg: ModelConfig, scaling: ScalingConfig | None, bos_id: int, eos_id: int) -> dict:
-    rope, legacy_scaling, max_positions = rope_settings(cfg, scaling)
+    rope, legacy_scaling, max_positions = rope_settings(cfg.position.theta, cfg.head_dim, cfg.max_seq_len, scaling)
     return {
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",
@@ -168,6 +137,8 @@ EXPORT_FILES = ("model.safetensors", "config.json", "generation_config.json", "t
 
 def export(run_dir: Path, out_dir: Path) -> Path:
     """Write the Hugging Face directory for the latest checkpoint of `run_dir`; returns `out_dir`."""
+    if is_hf(run_dir):
+        raise UserError(f"{run_dir} is a transformers checkpoint already; export takes a run directory")
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"out_dir {out_dir} is an existing file, not a directory")

@@ -5,7 +5,9 @@ training anything.
 The table is (id, argv, expected substring). argv[0] picks the command (train.py, generate.py,
 data.prepare, export, eval.*) and these placeholders are filled in: {run} a trained tiny run (conftest's ten_step_run), {runs}
 its out_dir, {tmp} an empty directory, {file} an existing plain file, {binary} a config that is not
-UTF-8, {held} a copy of the run that the test's own process holds (checkpoint.hold) while the case runs.
+UTF-8, {held} a copy of the run that the test's own process holds (checkpoint.hold) while the case runs,
+{hf} hf: and the run's transformers export (export.llama), {notmodel} a folder whose config.json transformers
+cannot read.
 Cases run in-process (fast); the ones in SUBPROCESS also run as real subprocesses, to prove the
 command-line path. Below the table, every file of a run directory is damaged in every command that reads it.
 """
@@ -251,25 +253,62 @@ CASES = [
     ("bench-device", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "run.device=cuda:99"],
      "run.device: 'cuda:99' is not available here"),
     ("plots-no-results", ["eval.plots", "{tmp}/results.json"], "{tmp}/results.json not found"),
+    # hf:PATH, a transformers checkpoint, wherever a run directory is accepted (export/hf.py)
+    ("eval-hf-missing", ["eval.extrapolation", "hf:{tmp}/no-such-model"],
+     "hf:{tmp}/no-such-model: no such folder or .gguf file (hf: reads a transformers checkpoint on disk"),
+    ("eval-hf-empty", ["eval.extrapolation", "hf:"], "give a path after hf:"),
+    ("generate-hf-run-directory", ["generate.py", "hf:{run}"],
+     "hf:{run} is not a transformers checkpoint (no config.json); a run directory is given without hf:"),
+    ("probe-hf-not-gguf", ["eval.probe", "hf:{file}"], "hf:{file} is a file but not a .gguf file"),
+    ("eval-hf-not-a-model", ["eval.extrapolation", "hf:{notmodel}", "--out", "{tmp}/out"],
+     "hf:{notmodel}: transformers cannot load its config"),
+    ("tasks-hf", ["eval.tasks", "{hf}"], "was trained elsewhere, on text: the task track's sequences are ids"),
+    ("eval-hf-scaling", ["eval.extrapolation", "{hf}", "--scaling", "none,dynamic-yarn", "--out", "{tmp}/out"],
+     "cannot take RoPE scaling 'dynamic-yarn' (transformers has no rope type for it)"),
+    ("probe-hf-scaling", ["eval.probe", "{hf}", "--scaling", "dynamic-yarn", "--out", "{tmp}/out"],
+     "cannot take RoPE scaling 'dynamic-yarn'"),
+    ("generate-hf-scaling", ["generate.py", "{hf}", "--rope-scaling", "{type: dynamic-yarn}"],
+     "cannot take RoPE scaling 'dynamic-yarn': transformers has no rope type for it"),
+    ("generate-hf-compile", ["generate.py", "{hf}", "--compile"], "--compile needs this repo's KV cache"),
+    ("generate-hf-max-context", ["generate.py", "{hf}", "--max-context", "8"], "--max-context needs this repo's KV cache"),
+    ("generate-hf-best", ["generate.py", "{hf}", "--best"], "is a transformers checkpoint: it has no best-validation"),
+    ("export-hf", ["export", "{hf}", "{tmp}/out"], "is a transformers checkpoint already"),
+    ("eval-data-tasks", EVAL + ["--data", "tasks:recall1"], "--data takes a text source"),
 ]
 # Also run as subprocesses: one or two per command.
 SUBPROCESS = ["train-optional-int-type", "run-device-missing", "resume-model-change", "generate-rope-scaling-scalar",
               "prepare-config-missing", "export-out-file", "eval-no-run", "train-scaling-misspelt-key", "tasks-no-run",
-              "resume-held", "tasks-held-out"]
+              "resume-held", "tasks-held-out", "eval-hf-missing", "generate-hf-compile"]
 MAINS = {"train.py": train.main, "generate.py": generate.main, "data.prepare": data.prepare.main,
          "export": export.llama.main, "eval.extrapolation": extrapolation.main, "eval.probe": probe.main,
          "eval.summary": summary.main, "eval.bench": bench.main, "eval.plots": plots.main, "eval.tasks": tasks.main,
          "eval.merge": merge.main}
 
 
-def fill(items, ten_step_run, tmp_path):
+@pytest.fixture(scope="module")
+def hf_export(ten_step_run, tmp_path_factory) -> Path:
+    """The tiny run exported as a transformers checkpoint."""
+    return export.llama.export(ten_step_run, tmp_path_factory.mktemp("hf") / "ten")
+
+
+def exported(argv, request) -> Path | None:
+    """The hf_export fixture where a case names {hf} (transformers loads it), else None."""
+    if "{hf}" not in " ".join(argv):
+        return None
+    pytest.importorskip("transformers", reason="transformers loads hf: checkpoints (pip install -e '.[dev]')")
+    return request.getfixturevalue("hf_export")
+
+
+def fill(items, ten_step_run, tmp_path, hf: Path | None = None):
     (tmp_path / "a-file.txt").write_text("not: [a, run\n")
+    (tmp_path / "notmodel").mkdir(exist_ok=True)
+    (tmp_path / "notmodel" / "config.json").write_text('{"model_type": "no-such-architecture"}\n')
     (tmp_path / "binary.yaml").write_bytes(b"run: {name: \xff\xfe}\n")
     (tmp_path / "numbers.jsonl").write_text('{"text": "a play"}\n{"text": 7}\n')
     (tmp_path / "model.py").write_text("x = 1\n")  # a model.py that is not nanoGPT's
     places = {"{run}": str(ten_step_run), "{runs}": str(ten_step_run.parent), "{tmp}": str(tmp_path),
               "{file}": str(tmp_path / "a-file.txt"), "{binary}": str(tmp_path / "binary.yaml"),
-              "{held}": str(tmp_path / "held")}
+              "{held}": str(tmp_path / "held"), "{hf}": f"hf:{hf}", "{notmodel}": str(tmp_path / "notmodel")}
     filled = []
     for item in items:
         for key, value in places.items():
@@ -298,22 +337,24 @@ def check(code, out, err, expected):
 
 
 @pytest.mark.parametrize("argv, expected", [case[1:] for case in CASES], ids=[case[0] for case in CASES])
-def test_bad_input_in_process(argv, expected, ten_step_run, tmp_path, capsys):
-    command, *args = fill(argv, ten_step_run, tmp_path)
+def test_bad_input_in_process(argv, expected, ten_step_run, tmp_path, capsys, request):
+    hf = exported(argv, request)
+    command, *args = fill(argv, ten_step_run, tmp_path, hf)
     with holding([*argv, expected], ten_step_run, tmp_path), pytest.raises(SystemExit) as exit_:
         MAINS[command](args)
     out, err = capsys.readouterr()
-    check(exit_.value.code, out, err, fill([expected], ten_step_run, tmp_path)[0])
+    check(exit_.value.code, out, err, fill([expected], ten_step_run, tmp_path, hf)[0])
 
 
 @pytest.mark.parametrize("case_id", SUBPROCESS)
-def test_bad_input_from_the_command_line(case_id, ten_step_run, tmp_path):
+def test_bad_input_from_the_command_line(case_id, ten_step_run, tmp_path, request):
     _, argv, expected = next(case for case in CASES if case[0] == case_id)
-    command, *args = fill(argv, ten_step_run, tmp_path)
+    hf = exported(argv, request)
+    command, *args = fill(argv, ten_step_run, tmp_path, hf)
     prefix = [command] if command.endswith(".py") else ["-m", command]
     with holding([*argv, expected], ten_step_run, tmp_path):
         result = subprocess.run([sys.executable, *prefix, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    check(result.returncode, result.stdout, result.stderr, fill([expected], ten_step_run, tmp_path)[0])
+    check(result.returncode, result.stdout, result.stderr, fill([expected], ten_step_run, tmp_path, hf)[0])
 
 
 def test_every_command_has_a_missing_run_or_config_case():

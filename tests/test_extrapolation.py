@@ -377,7 +377,7 @@ class CopyingOracle(torch.nn.Module):
         self.vocab = vocab
         self.position = type("NoLimit", (), {"max_positions": None})()
 
-    def forward(self, idx, targets=None):
+    def forward(self, idx, targets=None, last_only=False):
         B, T = idx.shape
         logits = torch.zeros(B, T, self.vocab)
         for b in range(B):
@@ -386,12 +386,12 @@ class CopyingOracle(torch.nn.Module):
                 if token in first and first[token] + 1 < T:
                     logits[b, t, idx[b, first[token] + 1]] = 20.0
                 first.setdefault(token, t)
-        return logits, None
+        return (logits[:, -1:] if last_only else logits), None
 
 
 class Ignoring(CopyingOracle):
-    def forward(self, idx, targets=None):
-        return torch.zeros(*idx.shape, self.vocab), None
+    def forward(self, idx, targets=None, last_only=False):
+        return torch.zeros(idx.shape[0], 1 if last_only else idx.shape[1], self.vocab), None
 
 
 def test_copy_probe_detects_a_model_that_copies_and_not_one_that_does_not(runs, monkeypatch):
@@ -451,7 +451,7 @@ def test_probe_plans_scalings_as_the_evaluator_does_and_keeps_finished_rows_on_a
         if len(calls) == 2:
             raise UserError("corrupt checkpoint x")
         return [{"probe": "copy", "run": "a"}]
-    monkeypatch.setattr(probe, "read_runs", lambda paths: [run, run])
+    monkeypatch.setattr(probe, "read_runs", lambda paths, data=None: [run, run])
     monkeypatch.setattr(probe, "probe_run", probe_run)
     with pytest.raises(SystemExit) as e:
         probe.main([str(tmp_path), "--out", str(tmp_path / "out"), "--device", "cpu"])

@@ -1,0 +1,378 @@
+"""Transformers checkpoints as models to evaluate: `hf:PATH` wherever a run directory is accepted.
+
+PATH is a folder as `save_pretrained` writes it (config.json, safetensors weights, tokenizer files) or a
+single .gguf file, whose weights transformers dequantizes on load (the `gguf` and `accelerate` packages:
+pip install -e '.[hf]'). Nothing is downloaded: a path that is not on disk is a UserError, and transformers
+is called with local_files_only. checkpoint.py opens it (`read_run_config`, `load_model`, `load_tokenizer`),
+so that evaluators and generate.py get what a run gives them:
+
+  - `describe`: the checkpoint as a run's config.yaml would describe it: a model section (widths, layers,
+    heads, L = max_position_embeddings, the RoPE base and the checkpoint's own scaling) and no data section,
+    since it was trained elsewhere;
+  - `HFModel`: the transformers model behind GPT's call, `model(idx, cache=KVCache, last_only=...)` ->
+    (logits, None), in float32 on the CPU and bfloat16 on CUDA;
+  - `HFTokenizer`: data.Tokenizer's methods over the checkpoint's own tokenizer.
+
+A RoPE scaling goes through the config's rope parameters (`rope_settings`, the mapping export/llama.py
+writes too): linear, dynamic, yarn and llama3 as transformers' rope types, ntk as plain RoPE with the
+larger base b * s^(d/(d-2)). dynamic-yarn has no transformers rope type and is refused. A static scaling
+gives this repo's perplexities (tests/test_hf.py). transformers' dynamic NTK caches each key rotated with
+the frequencies of the step that computed it, where this repo re-rotates every cached key at the current
+length (model/attention.py): the same up to L, different past it.
+
+    python -m export.hf SmolLM2-135M-Instruct.Q4_1.gguf .cache/smollm2/hf   # a .gguf as a checkpoint folder
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import functools
+import hashlib
+import inspect
+import json
+import sys
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from config import ArgumentParser, ModelConfig, PositionConfig, ScalingConfig, UserError, run_cli, to_dict
+from model.rope import SCALINGS, is_dynamic, setting
+
+PREFIX = "hf:"
+INSTALL = "pip install -e '.[hf]'"
+# The scalings a transformers model takes: its rope types, and static NTK as a larger base.
+TAKES = tuple(name for name, method in SCALINGS.items() if method.hf_name or name == "ntk")
+RAISED = (OSError, ValueError, KeyError, TypeError, RuntimeError, ImportError, json.JSONDecodeError)
+
+
+def is_hf(path) -> bool:
+    return str(path).startswith(PREFIX)
+
+
+def rope_settings(theta: float, d: int, max_seq_len: int, scaling: ScalingConfig | None) -> tuple[dict, dict | None, int]:
+    """(rope_parameters for transformers >= 5, rope_scaling for 4.x, max_position_embeddings) of RoPE with base
+    `theta` over `d` rotated dimensions, trained at `max_seq_len`, under `scaling` (original length filled in).
+
+    As in Hugging Face checkpoints of context-extended models (Qwen2.5, Vicuna-16k), a scaled model gets
+    max_position_embeddings = the original length L, its context being L * factor: every transformers
+    version reads that alike. (Before 4.52 YaRN takes L from max_position_embeddings; 4.52 to 4.55 recompute
+    the factor as max_position_embeddings / original_max_position_embeddings when rope_scaling holds the
+    latter; dynamic NTK always takes L from max_position_embeddings.)
+    """
+    kind = scaling.type if scaling else "none"
+    if kind == "none":
+        return {"rope_type": "default", "rope_theta": theta}, None, max_seq_len
+    factor, original = float(scaling.factor), scaling.original_max_position_embeddings
+    if kind == "ntk":
+        # Static NTK is plain RoPE with a larger base and needs no scaling entry.
+        return {"rope_type": "default", "rope_theta": theta * factor ** (d / (d - 2))}, None, round(original * factor)
+    hf_name = SCALINGS[kind].hf_name
+    if hf_name is None:
+        raise UserError(f"RoPE scaling {kind!r} has no transformers rope type; transformers takes {', '.join(TAKES)}")
+    legacy = {"type": hf_name, "rope_type": hf_name, "factor": factor}
+    if kind == "yarn":
+        legacy.update({k: getattr(scaling, k) for k in ("beta_fast", "beta_slow", "attention_factor")
+                       if getattr(scaling, k) is not None})
+    if kind == "llama3":  # transformers requires both factors and the original length
+        legacy.update(low_freq_factor=setting(scaling, "low_freq_factor"),
+                      high_freq_factor=setting(scaling, "high_freq_factor"), original_max_position_embeddings=original)
+    params = {"rope_theta": theta, **{k: v for k, v in legacy.items() if k != "type"}}
+    if kind == "yarn":  # linear would warn about it as an unknown key, dynamic has no use for it
+        params["original_max_position_embeddings"] = original
+    return params, legacy, original
+
+
+# ----------------------------------------------------------------------------- the checkpoint on disk
+
+@dataclass(frozen=True)
+class Source:
+    name: str  # as the user wrote it, hf: included
+    folder: Path  # what from_pretrained reads
+    gguf: str | None  # the .gguf file's name in `folder`, or None for a checkpoint folder
+
+
+def locate(path) -> Source:
+    """Where an hf: checkpoint is, or a UserError saying why `path` is not one."""
+    name = str(path)
+    local = Path(name[len(PREFIX):]).expanduser()
+    if not name[len(PREFIX):]:
+        raise UserError(f"{name!r}: give a path after hf: (a transformers checkpoint folder or a .gguf file)")
+    if local.is_file():
+        if local.suffix.lower() != ".gguf":
+            raise UserError(f"{name} is a file but not a .gguf file; hf: takes a transformers checkpoint folder "
+                            f"(config.json, safetensors weights, tokenizer files) or a .gguf file")
+        return Source(name, local.parent, local.name)
+    if not local.is_dir():
+        raise UserError(f"{name}: no such folder or .gguf file (hf: reads a transformers checkpoint on disk; "
+                        f"nothing is downloaded)")
+    if not (local / "config.json").is_file():
+        hint = "; a run directory is given without hf:" if (local / "config.yaml").is_file() else ""
+        raise UserError(f"{name} is not a transformers checkpoint (no config.json){hint}")
+    return Source(name, local, None)
+
+
+def transformers():
+    try:
+        import transformers
+    except ImportError:
+        raise UserError(f"hf: checkpoints need transformers: {INSTALL}") from None
+    transformers.logging.set_verbosity_error()  # a checkpoint's notices and loading bars are not the evaluation's
+    transformers.logging.disable_progress_bar()
+    return transformers
+
+
+def failed(source: Source, what: str, e: Exception) -> UserError:
+    """One line for an exception transformers raised while reading `source`."""
+    text = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    if source.gguf and isinstance(e, ImportError) or "gguf" in text.lower() and "install" in text.lower():
+        return UserError(f"{source.name}: reading a .gguf file needs the gguf and accelerate packages: {INSTALL}")
+    return UserError(f"{source.name}: transformers cannot load its {what}: {text}")
+
+
+@functools.lru_cache(maxsize=4)
+def base_config(path: str):
+    """The checkpoint's transformers config (read once per process: a .gguf file is parsed whole)."""
+    source = locate(path)
+    try:
+        return transformers().AutoConfig.from_pretrained(source.folder, gguf_file=source.gguf, local_files_only=True)
+    except RAISED as e:
+        raise failed(source, "config", e) from None
+
+
+def rope_parameters(config) -> dict:
+    """The config's RoPE parameters as transformers 5 names them (rope_type, rope_theta, factor ...)."""
+    params = getattr(config, "rope_parameters", None)
+    if params is None:  # transformers 4.x
+        params = {**(getattr(config, "rope_scaling", None) or {}), "rope_theta": getattr(config, "rope_theta", None)}
+        params.setdefault("rope_type", params.get("type", "default"))
+    if any(isinstance(v, dict) for v in params.values()):
+        raise UserError("a checkpoint with a RoPE per layer type is not supported")
+    return dict(params)
+
+
+def own_scaling(params: dict, L: int, name: str) -> ScalingConfig | None:
+    """The checkpoint's own RoPE scaling in this repo's terms (None for plain RoPE)."""
+    kind = params.get("rope_type", "default")
+    if kind == "default":
+        return None
+    ours = {m.hf_name: n for n, m in SCALINGS.items() if m.hf_name and n != "none"}
+    if kind not in ours:
+        raise UserError(f"{name} uses rope_type {kind!r}, which this repo's RoPE scalings ({', '.join(ours)}) "
+                        f"cannot describe")
+    keys = ("factor", *SCALINGS[ours[kind]].keys)
+    return ScalingConfig(ours[kind], original_max_position_embeddings=params.get("original_max_position_embeddings") or L,
+                         **{k: params[k] for k in keys if params.get(k) is not None})
+
+
+def model_section(config, name: str) -> ModelConfig:
+    """The checkpoint's shape and positions as this repo's ModelConfig (what evaluators plan with)."""
+    params = rope_parameters(config)
+    if not params.get("rope_theta"):
+        raise UserError(f"{name} ({config.model_type}) has no rotary positions; hf: takes RoPE checkpoints "
+                        f"(Llama, Mistral, Qwen, SmolLM ...)")
+    L = config.max_position_embeddings
+    scaling = own_scaling(params, L, name)
+    heads = config.num_attention_heads
+    context = L  # the longest context it was made for: L, or L times its own static factor
+    if scaling and scaling.factor:
+        context = max(L, round(scaling.original_max_position_embeddings * scaling.factor))
+    cfg = ModelConfig(vocab_size=config.vocab_size, d_model=config.hidden_size, n_layers=config.num_hidden_layers,
+                      n_heads=heads, n_kv_heads=getattr(config, "num_key_value_heads", None) or heads,
+                      max_seq_len=context,
+                      ffn_hidden=getattr(config, "intermediate_size", None) or 4 * config.hidden_size,
+                      norm_eps=getattr(config, "rms_norm_eps", None) or 1e-5,
+                      position=PositionConfig(theta=float(params["rope_theta"]),
+                                              rotary_fraction=float(params.get("partial_rotary_factor") or 1.0),
+                                              scaling=scaling))
+    return cfg
+
+
+def rotary_dims(config) -> int:
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    return int(head_dim * float(rope_parameters(config).get("partial_rotary_factor") or 1.0))
+
+
+def describe(path) -> dict:
+    """The checkpoint as a run's config.yaml would describe it (no data section: trained elsewhere)."""
+    source = locate(path)
+    name = Path(source.gguf).stem if source.gguf else source.folder.resolve().name
+    cfg = model_section(base_config(str(path)), source.name)
+    return {"run": {"name": name, "seed": 0}, "model": to_dict(cfg)}
+
+
+def scaled_config(path: str, scaling: ScalingConfig | None):
+    """The checkpoint's config with `scaling` (None: plain RoPE) in place of its own rope parameters."""
+    config = copy.deepcopy(base_config(path))
+    params = rope_parameters(config)
+    L = own_scaling(params, config.max_position_embeddings, path)
+    L = L.original_max_position_embeddings if L else config.max_position_embeddings
+    if scaling is not None:
+        if scaling.type not in TAKES:
+            raise UserError(f"{path} cannot take RoPE scaling {scaling.type!r}: transformers has no rope type "
+                            f"for it; it takes {', '.join(TAKES)}")
+        scaling = dataclasses.replace(scaling, original_max_position_embeddings=scaling.original_max_position_embeddings or L)
+    new, legacy, max_positions = rope_settings(float(params["rope_theta"]), rotary_dims(config), L, scaling)
+    if params.get("partial_rotary_factor") is not None:
+        new["partial_rotary_factor"] = params["partial_rotary_factor"]
+    config.max_position_embeddings = max_positions
+    if getattr(config, "rope_parameters", None) is not None:  # transformers >= 5
+        config.rope_parameters = new
+    else:
+        config.rope_scaling, config.rope_theta = legacy, new["rope_theta"]
+    return config
+
+
+# ----------------------------------------------------------------------------- model and tokenizer
+
+@dataclass
+class Positions:
+    """What evaluators and generate.py read of a model's positional encoding (GPT.position)."""
+    scaling: ScalingConfig | None
+    max_positions: int | None = None  # rotary positions never run out
+    dynamic: bool = False
+
+
+class HFModel(nn.Module):
+    """A transformers causal LM called as GPT is: model(idx, cache=KVCache(...), last_only=...) -> (logits, loss).
+
+    The KVCache the caller makes stands for a transformers DynamicCache, made at its first use and kept
+    while the KVCache lives; only growing caches are served (no trim, no static cache)."""
+
+    def __init__(self, model, cfg: ModelConfig, scaling: ScalingConfig | None):
+        super().__init__()
+        self.hf, self.cfg = model, cfg
+        self.position = Positions(scaling, dynamic=is_dynamic(scaling))
+        self.caches = weakref.WeakKeyDictionary()
+        # transformers 5.24 names its cache argument `cache`; earlier versions `past_key_values`
+        self.cache_argument = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+    def restart_dynamic_rope(self) -> None:
+        """transformers' dynamic NTK keeps the frequencies of the longest length seen, and sets them back only
+        below max_position_embeddings: a new sequence starts from the original ones."""
+        for module in self.hf.modules():
+            if hasattr(module, "original_inv_freq") and hasattr(module, "max_seq_len_cached"):
+                module.inv_freq = module.original_inv_freq.clone()
+                module.max_seq_len_cached = module.original_max_seq_len
+
+    def forward(self, idx, targets=None, positions=None, cache=None, last_only=False):
+        if positions is not None:
+            raise ValueError("a transformers model takes positions 0, 1, ... (no per-sequence positions)")
+        past = None if cache is None else self.caches.get(cache)
+        if cache is not None and cache.static:
+            raise ValueError("a transformers model keeps its own growing cache, not a static one")
+        if past is None:
+            if self.position.dynamic:
+                self.restart_dynamic_rope()
+            if cache is not None:
+                past = self.caches[cache] = transformers().DynamicCache(config=self.hf.config)
+        out = self.hf(input_ids=idx, use_cache=cache is not None, logits_to_keep=1 if last_only else 0,
+                      **{self.cache_argument: past})
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(out.logits.float().flatten(0, 1), targets.flatten(), ignore_index=-1)
+        return out.logits, loss
+
+
+def load_model(path: str, scaling: ScalingConfig | None, device, own: bool = False) -> HFModel:
+    """The checkpoint as an eval-mode HFModel on `device`, float32 on the CPU and bfloat16 on CUDA, with `scaling`
+    as its RoPE scaling (None: plain RoPE), or with `own` its config's rope parameters as they are."""
+    source = locate(path)
+    config = copy.deepcopy(base_config(path)) if own else scaled_config(path, scaling)
+    device = torch.device(device)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    try:
+        model = transformers().AutoModelForCausalLM.from_pretrained(
+            source.folder, gguf_file=source.gguf, config=config, dtype=dtype, local_files_only=True)
+    except RAISED as e:
+        raise failed(source, "weights", e) from None
+    cfg = model_section(config, source.name)
+    return HFModel(model, cfg, cfg.position.scaling).to(device).eval()
+
+
+class HFTokenizer:
+    """data.Tokenizer's interface over a transformers tokenizer. `bos_id` is None unless the tokenizer itself
+    begins a text with BOS (a Llama-style one does, SmolLM2's does not), so that a document or prompt
+    starts as the checkpoint's own tokenizer starts it."""
+
+    def __init__(self, tok):
+        self.tok = tok
+        tok.model_max_length = sys.maxsize  # documents are encoded whole; windows are cut from them later
+        plain, special = tok("a", add_special_tokens=False)["input_ids"], tok("a")["input_ids"]
+        bos = tok.bos_token_id
+        self.bos_id = bos if bos is not None and special[:1] == [bos] and plain[:1] != [bos] else None
+        self.eos_id = tok.eos_token_id
+        self.vocab_size = len(tok)
+
+    def encode(self, text: str, bos: bool = False, eos: bool = False) -> list[int]:
+        ids = self.tok(text, add_special_tokens=False)["input_ids"]
+        return [self.bos_id] * (bos and self.bos_id is not None) + ids + [self.eos_id] * (eos and self.eos_id is not None)
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return self.tok(list(texts), add_special_tokens=False)["input_ids"]
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tok.decode([int(i) for i in ids], skip_special_tokens=True)
+
+    def piece(self, i: int) -> str:
+        """Token i as text, its leading space included (eval.probe's candidate key words)."""
+        return self.tok.convert_tokens_to_string([self.tok.convert_ids_to_tokens(i)])
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """What identifies its encoding (the data cache key of text encoded with it)."""
+        backend = getattr(self.tok, "backend_tokenizer", None)
+        spec = backend.to_str() if backend is not None else json.dumps(sorted(self.tok.get_vocab().items()))
+        spec += json.dumps([type(self.tok).__name__, self.bos_id, self.eos_id, self.vocab_size])
+        return hashlib.sha256(spec.encode()).hexdigest()
+
+
+def load_tokenizer(path: str) -> HFTokenizer:
+    source = locate(path)
+    try:
+        tok = transformers().AutoTokenizer.from_pretrained(source.folder, gguf_file=source.gguf, local_files_only=True)
+    except RAISED as e:
+        raise failed(source, "tokenizer", e) from None
+    return HFTokenizer(tok)
+
+
+# ----------------------------------------------------------------------------- a .gguf file as a folder
+
+def dequantize(gguf: Path, out: Path) -> Path:
+    """Write the dequantized weights (float32), config and tokenizer of a .gguf file as a checkpoint folder,
+    which loads in a second where the .gguf file takes a minute to dequantize."""
+    from safetensors.torch import save_file
+    path = f"{PREFIX}{gguf}"
+    tokenizer = load_tokenizer(path).tok
+    model = load_model(path, None, "cpu").hf
+    config = model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # the weights written are plain float32 tensors
+    weights = model.state_dict()
+    if config.tie_word_embeddings:  # stored once (safetensors refuses shared storage)
+        weights.pop("lm_head.weight", None)
+    out.mkdir(parents=True, exist_ok=True)
+    config.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    save_file({k: v.contiguous() for k, v in weights.items()}, out / "model.safetensors", metadata={"format": "pt"})
+    digest = hashlib.sha256(gguf.read_bytes()).hexdigest()
+    (out / "SOURCE.md").write_text(f"Written by `python -m export.hf` from {gguf.name} (sha256 {digest}): its "
+                                   f"quantized weights dequantized to float32, its config and its tokenizer.\n")
+    return out
+
+
+def main(argv=None):
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("gguf", type=Path, help="a .gguf file")
+    parser.add_argument("out_dir", type=Path, help="the checkpoint folder to write")
+    args = parser.parse_args(argv)
+    out = run_cli(lambda: dequantize(args.gguf, args.out_dir))
+    print(f"wrote {out} (load it as hf:{out})")
+
+
+if __name__ == "__main__":
+    main()

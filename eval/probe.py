@@ -167,8 +167,15 @@ def passkey_samples(tokenizer: Tokenizer, candidates: list[tuple[str, int]], dat
     return torch.stack(out), keys
 
 
+def row_key(r: dict) -> tuple:
+    """What identifies a probe measurement (--resume skips the ones a report has)."""
+    return r["run"], r["seed"], r["scaling"], r["probe"], r.get("distance"), r.get("length"), r.get("depth")
+
+
 def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n_copy: int, n_passkey: int,
-              seed: int, device, passkey_multiples=PASSKEY_MULTIPLES, passkey_depths=PASSKEY_DEPTHS) -> list[dict]:
+              seed: int, device, passkey_multiples=PASSKEY_MULTIPLES, passkey_depths=PASSKEY_DEPTHS,
+              done: frozenset | set = frozenset(), on_row=None) -> list[dict]:
+    """The rows of one run's probes, but those whose row_key is in `done`; `on_row(row)` as each is made."""
     data = TokenData(text_shards(run, progress=False), "test")
     tokenizer = load_tokenizer(run.path)
     candidates = key_words(tokenizer)  # once per run: it scans the vocabulary
@@ -176,6 +183,11 @@ def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n
     jobs = [("copy", max(span + 1, round(m * run.train_length)), None) for m in multiples]
     jobs += [("passkey", round(m * run.train_length), d) for m in passkey_multiples for d in passkey_depths]
     rows, models = [], {}
+
+    def add(row):
+        rows.append(row)
+        if on_row:
+            on_row(row)
     measured: dict[tuple, tuple[str, dict]] = {}  # (model, probe, size, depth) -> (label, numbers)
     for probe, size, depth in jobs:
         length = size + span if probe == "copy" else size
@@ -184,6 +196,8 @@ def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n
                    "multiple": round(size / run.train_length, 4), "value": None}
             if depth is not None:
                 row["depth"] = depth
+            if row_key(row) in done:
+                continue
             key = repr(scaling)
             if key not in models:
                 models.clear()  # one model in memory at a time
@@ -191,12 +205,12 @@ def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n
             model = models[key]
             limit = model.position.max_positions
             if limit is not None and length > limit:
-                rows.append({**row, "note": f"{run.position} positions stop at {limit - 1}"})
+                add({**row, "note": f"{run.position} positions stop at {limit - 1}"})
                 continue
             done = (key, probe, size, depth)
             if done in measured:  # the same model on the same samples: the same numbers
                 label_of, numbers = measured[done]
-                rows.append({**row, **numbers, "same_as": label_of})
+                add({**row, **numbers, "same_as": label_of})
                 continue
             t0 = time.perf_counter()
             if probe == "copy":
@@ -210,7 +224,7 @@ def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n
                 try:
                     sequences, keys = passkey_samples(tokenizer, candidates, data, size, depth, n_passkey, seed)
                 except NoPasskey as e:
-                    rows.append({**row, "note": str(e)})
+                    add({**row, "note": str(e)})
                     continue
                 ranks = key_ranks(model, sequences, keys, [t for _, t in candidates], device)
                 numbers = {"value": round(sum(r == 1 for r in ranks) / len(ranks), 4),
@@ -218,7 +232,7 @@ def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n
                            "samples": n_passkey}
             numbers["seconds"] = round(time.perf_counter() - t0, 2)
             measured[done] = (label, numbers)
-            rows.append({**row, **numbers})
+            add({**row, **numbers})
     return rows
 
 
@@ -325,7 +339,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
     parser.add_argument("--out", type=Path, default=Path("reports/extrapolation"))
     parser.add_argument("--resume", action="store_true",
-                        help="keep the runs already in --out/probes.json and probe only the others (the same options)")
+                        help="keep the rows already in --out/probes.json and measure only the missing ones (the same "
+                             "options); rows are written as they are measured")
     args = parser.parse_args(argv)
 
     rows: list[dict] = []
@@ -354,12 +369,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 raise UserError(f"--resume: {args.out / 'probes.json'} comes from an older eval.probe (passkey rows "
                                 "without rank); probe again without --resume")
             rows.extend(previous)
-            done = {(r["run"], r["seed"]) for r in rows}
-            runs = [run for run in runs if (run.name, run.seed) not in done]
+        done = {row_key(r) for r in rows}
         device = pick_device(args.device, "--device")
+
+        def measured(row):  # written at once: a killed evaluation keeps it
+            rows.append(row)
+            write_report(rows, args.out, tables=False)
         for run in tqdm(runs, unit="run", dynamic_ncols=True, disable=None):  # off when not a terminal
-            rows.extend(probe_run(run, methods, multiples, args.span, args.samples, args.passkey_samples, args.seed,
-                                  device, passkey_multiples, depths))
+            start = len(rows)
+            rows[start:] = probe_run(run, methods, multiples, args.span, args.samples, args.passkey_samples,
+                                     args.seed, device, passkey_multiples, depths, done, measured)
             write_report(rows, args.out, tables=False)
 
     with held:

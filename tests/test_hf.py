@@ -228,3 +228,14 @@ def test_the_smollm2_targets_dry_run_with_their_commands(tmp_path):
                  f"-m eval.probe hf:{model} --multiples '' --passkey-multiples 0.25,0.5,1,1.5,2",
                  "-m eval.pretrained reports/smollm2 --data ../shared/corpora/gutenberg"):
         assert line in out, line
+
+
+def test_probe_resume_measures_only_the_missing_cells(pair, tmp_path):
+    """An hours-long probe of a pretrained model writes each row as it is measured and resumes cell by cell."""
+    _, hf = pair
+    common = [hf, "--multiples", "", "--passkey-depths", "0.5", "--passkey-samples", "2", "--scaling", "none",
+              "--device", "cpu", "--out", str(tmp_path)]
+    first = probe.main([*common, "--passkey-multiples", "1"])
+    rows = probe.main([*common, "--passkey-multiples", "1,2", "--resume"])
+    assert rows[:len(first)] == first and [r["length"] for r in rows[len(first):]] == [2 * L]
+    assert json.loads((tmp_path / "probes.json").read_text()) == rows

@@ -27,6 +27,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from config import (
+    ContextConfig,
     ModelConfig,
     RunFailed,
     ScalingConfig,
@@ -386,10 +387,11 @@ def parse_model_section(run_dir: Path, config: dict) -> ModelConfig:
 
 
 def load_model(run_dir: Path, scaling: ScalingConfig | dict | None | str = FROM_RUN, device="cpu",
-               best: bool = False) -> GPT:
+               best: bool = False, context: ContextConfig | None = None) -> GPT:
     """The latest (or best-validation) checkpoint of a run as an eval-mode GPT, optionally with another
-    RoPE scaling."""
+    RoPE scaling and a context method (checked by the caller: model.context.pairing_problem)."""
     model = GPT(model_config(run_dir, scaling))
     load_weights_into(model, run_dir, best=best)
     model.use_flex_attention(torch.device(device).type == "cuda")  # score biases without a T x S mask
+    model.use_context_method(context)
     return model.to(device).eval()

@@ -207,6 +207,28 @@ CASES = [
     ("eval-scaling-misspelt-key", EVAL + ["--scaling", "{type: yarn, factr: 4}"],
      "--scaling takes method names; unknown: '{type: yarn', 'factr: 4}'"),
     ("generate-max-context", GEN + ["--max-context", "1"], "--max-context must be >= 2"),
+    # a context method (model/context.py), wherever one is chosen
+    ("generate-context-name", GEN + ["--context-method", "selfextend"],
+     "--context-method: unknown context method 'selfextend'; choose one of self-extend, rerope"),
+    ("generate-context-foreign-key", GEN + ["--context-method", "{type: rerope, group_size: 2}"],
+     "--context-method: context method 'rerope' takes no key 'group_size'; its keys: window"),
+    ("generate-context-misspelt-key", GEN + ["--context-method", "{type: dca, chunk: 8}"],
+     "unknown config key '--context-method.chunk'"),
+    ("generate-context-range", GEN + ["--context-method", "{type: self-extend, window: 0}"],
+     "--context-method.window must be >= 1, got 0"),
+    ("generate-context-type", GEN + ["--context-method", "{type: dca, chunk_size: 2.5}"],
+     "--context-method.chunk_size: expected int, got float"),
+    ("generate-context-no-name", GEN + ["--context-method", "{window: 8}"], "--context-method: name the method"),
+    ("generate-context-yaml", GEN + ["--context-method", "{type:"], "--context-method: cannot parse '{type:' as YAML"),
+    ("generate-context-dynamic",
+     GEN + ["--rope-scaling", "{type: dynamic, factor: 2}", "--context-method", "self-extend"],
+     "context method 'self-extend' keeps the distances attention is shown short, while the dynamic RoPE scaling"),
+    ("generate-context-logn-yarn", GEN + ["--rope-scaling", "{type: yarn, factor: 2}", "--context-method", "logn"],
+     "context method 'logn' and the yarn RoPE scaling both sharpen attention"),
+    ("generate-context-max-context", GEN + ["--context-method", "sinks", "--max-context", "8"],
+     "--max-context and --context-method both choose what attention reads"),
+    ("generate-context-compile", GEN + ["--context-method", "logn", "--compile"],
+     "--compile decodes through a static cache of every token; a context method decodes eagerly"),
     # python -m eval.extrapolation, eval.probe, eval.summary, eval.bench, eval.plots
     ("eval-no-run", ["eval.extrapolation", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
     ("eval-not-a-run", ["eval.extrapolation", "{tmp}"], "no checkpoint in {tmp} (missing checkpoint.json)"),
@@ -255,7 +277,7 @@ CASES = [
 # Also run as subprocesses: one or two per command.
 SUBPROCESS = ["train-optional-int-type", "run-device-missing", "resume-model-change", "generate-rope-scaling-scalar",
               "prepare-config-missing", "export-out-file", "eval-no-run", "train-scaling-misspelt-key", "tasks-no-run",
-              "resume-held", "tasks-held-out"]
+              "resume-held", "tasks-held-out", "generate-context-dynamic"]
 MAINS = {"train.py": train.main, "generate.py": generate.main, "data.prepare": data.prepare.main,
          "export": export.llama.main, "eval.extrapolation": extrapolation.main, "eval.probe": probe.main,
          "eval.summary": summary.main, "eval.bench": bench.main, "eval.plots": plots.main, "eval.tasks": tasks.main,

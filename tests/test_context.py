@@ -6,7 +6,9 @@ import math
 import pytest
 import torch
 
+import generate
 from config import ContextConfig, ModelConfig, PositionConfig, ScalingConfig, UserError, parse_context
+from generate import generate_tokens
 from model.attention import KVCache
 from model.context import CONTEXT_METHODS, build_context, check_context, pairing_problem
 from model.gpt import GPT
@@ -223,6 +225,46 @@ def test_the_rolling_sinks_cache_equals_the_full_forward_pass(position):
     assert (torch.cat(steps, dim=1) - full).abs().max() <= 1e-5
 
 
+class CountingCache(KVCache):
+    """A KVCache that records its length and its buffers' size after every write."""
+    made = []
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.sizes = []
+        CountingCache.made.append(self)
+
+    def update(self, layer, k, v, positions):
+        out = super().update(layer, k, v, positions)
+        if layer == 0:
+            self.sizes.append((len(self), self.keys[0].shape[-2]))
+        return out
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("position", ["rope", "alibi"])
+def test_sinks_generation_keeps_the_cache_flat_for_32_times_L(position, monkeypatch):
+    monkeypatch.setattr(generate, "KVCache", CountingCache)
+    CountingCache.made.clear()
+    model = tiny(position, "sinks")  # 4 sinks and a window of 12: a cache of L = 16 tokens
+    out = list(generate_tokens(model, list(range(5)), 32 * L, temperature=1.0, seed=3))
+    assert len(out) == 32 * L
+    sizes = CountingCache.made[0].sizes
+    assert len(sizes) == 32 * L + 1  # (length, slots) after the prompt, then after each step
+    assert sizes[0] == (5, 16) and all(size == (16, 16) for size in sizes[11:])
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("position", ["rope", "alibi", "fire"])
+def test_sinks_generation_with_a_window_covering_everything_equals_the_full_cache(position):
+    # sampled (the same draws for each): tokens that follow the logits closely
+    def sample(context=None):
+        return list(generate_tokens(tiny(position, context), list(range(1, 8)), 60, temperature=1.0, seed=5))
+    want = sample()
+    assert sample({"type": "sinks", "window": 67}) == want  # the prompt and every new token
+    assert sample({"type": "sinks", "window": 12}) != want
+
+
 @torch.no_grad()
 @pytest.mark.parametrize("position, name", [("alibi", "self-extend"), ("alibi", "sinks"), ("alibi", "logn"),
                                             ("t5", "dca"), ("t5", "sinks"), ("nope", "sinks")])
@@ -281,3 +323,9 @@ def test_a_bad_method_is_one_error_naming_the_key(value, message):
 def test_none_is_no_method():
     assert parse_context("none") is None and parse_context(None) is None
     assert parse_context("dca") == ContextConfig("dca")
+
+
+def test_generate_runs_sinks_past_the_training_length(ten_step_run, capsys):
+    generate.main([str(ten_step_run), "--context-method", "sinks", "--max-new-tokens", str(4 * 64), "--seed", "1"])
+    out, err = capsys.readouterr()
+    assert out.strip() and "error" not in err

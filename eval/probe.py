@@ -21,7 +21,8 @@ passkey  The PI / YaRN papers' task (the passkey retrieval of Chen et al. 2306.1
 Every run sees the same samples (a fixed generator), so encodings are compared on the same text.
 Runs and scalings are chosen as in eval.extrapolation: rope runs without scaling get each static
 method of --scaling with s = max(1, length / L); a fine-tuned run uses its own scaling; `learned`
-past its table is a row with value null. Writes probes.json, probes.md and probes.png.
+past its table is a row with value null. --context-method applies a training-free context method to every
+probe, as in eval.extrapolation (--scaling then defaults to none). Writes probes.json, probes.md and probes.png.
 """
 from __future__ import annotations
 
@@ -37,11 +38,12 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from checkpoint import atomic_write_text, hold, load_model
-from config import ArgumentParser, ScalingConfig, UserError
+from config import ArgumentParser, ContextConfig, ScalingConfig, UserError
 from data import TokenData, Tokenizer, prepare_shards
 from device import autocast, keep_freed_host_memory, pick_device
-from eval.extrapolation import (TOKENS_PER_FORWARD, Run, keep_finished, parse_multiples, parse_scalings, plan,
-                               previous_rows, read_runs)
+from eval.extrapolation import (CONTEXT_HELP, TOKENS_PER_FORWARD, Run, context_settings,
+                               keep_finished, parse_multiples, parse_scalings, plan, previous_rows, read_runs)
+from model.context import describe, parse_checked
 from eval.plots import plt, style, ticker
 from model.rope import SCALINGS
 
@@ -50,11 +52,13 @@ PASSKEY_MULTIPLES = (1, 2, 4, 8, 16)
 PASSKEY_DEPTHS = (0.1, 0.5, 0.9)
 
 
-def model_variants(run: Run, methods: list[str], length: int) -> list[tuple[str, ScalingConfig | str | None]]:
+def model_variants(run: Run, methods: list[str], length: int, context: ContextConfig | None = None
+                   ) -> list[tuple[str, ScalingConfig | str | None]]:
     """(scaling label, what load_model gets) for a run probed at `length` tokens: eval.extrapolation's
-    plan with s = length / L, its dynamic methods left to eval.extrapolation."""
+    plan with s = length / L (and the context method, named in the label), its dynamic methods left to
+    eval.extrapolation."""
     static = [m for m in methods if m == "none" or not SCALINGS[m].dynamic]
-    return [(m.label, m.scaling) for m in plan(run, static, [length], fixed_factors=[])]
+    return [(m.label, m.scaling) for m in plan(run, static, [length], [], context)]
 
 
 class NoPasskey(ValueError):
@@ -162,7 +166,7 @@ def passkey_samples(tokenizer: Tokenizer, candidates: list[tuple[str, int]], dat
 
 
 def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n_copy: int, n_passkey: int,
-              seed: int, device) -> list[dict]:
+              seed: int, device, context: ContextConfig | None = None) -> list[dict]:
     data = TokenData(prepare_shards(run.data, progress=False), "test")
     tokenizer = Tokenizer(run.path / "tokenizer.model")
     candidates = key_words(tokenizer)  # once per run: it scans the vocabulary
@@ -172,7 +176,7 @@ def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n
     rows, models = [], {}
     for probe, size, depth in jobs:
         length = size + span if probe == "copy" else size
-        for label, scaling in model_variants(run, methods, length):
+        for label, scaling in model_variants(run, methods, length, context):
             row = {**base, "scaling": label, "probe": probe, "distance" if probe == "copy" else "length": size,
                    "multiple": round(size / run.train_length, 4), "value": None}
             if depth is not None:
@@ -180,8 +184,9 @@ def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n
             key = repr(scaling)
             if key not in models:
                 models.clear()  # one model in memory at a time
-                models[key] = load_model(run.path, scaling=scaling, device=device)
+                models[key] = load_model(run.path, scaling=scaling, device=device, context=context)
             model = models[key]
+            row["context"] = context_settings(model, context)
             limit = model.position.max_positions
             if limit is not None and length > limit:
                 rows.append({**row, "note": f"{run.position} positions stop at {limit - 1}"})
@@ -293,8 +298,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("runs", nargs="+", type=Path, help="run directories")
     parser.add_argument("--multiples", default=DEFAULT_MULTIPLES,
                         help=f"copy distances as multiples of each run's L (default {DEFAULT_MULTIPLES})")
-    parser.add_argument("--scaling", default="none,linear,ntk,yarn",
-                        help="static RoPE scalings for unscaled rope runs, s = length / L (default none,linear,ntk,yarn)")
+    parser.add_argument("--scaling", default=None,
+                        help="static RoPE scalings for unscaled rope runs, s = length / L "
+                             "(default none,linear,ntk,yarn; none with --context-method)")
+    parser.add_argument("--context-method", default="none", help=CONTEXT_HELP)
     parser.add_argument("--span", type=int, default=32, help="tokens in the repeated span (default 32)")
     parser.add_argument("--samples", type=int, default=16, help="copy samples per distance (default 16)")
     parser.add_argument("--passkey-samples", type=int, default=8, help="passkey keys per length and depth (default 8)")
@@ -309,7 +316,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     held = contextlib.ExitStack()  # --out's lock, from when the options are checked to the last write
 
     def work():
-        multiples, methods = parse_multiples(args.multiples), parse_scalings(args.scaling)
+        context = parse_checked(args.context_method, "--context-method")
+        default = "none,linear,ntk,yarn" if context is None else "none"
+        multiples, methods = parse_multiples(args.multiples), parse_scalings(args.scaling or default)
         for option, value in (("--span", args.span), ("--samples", args.samples),
                               ("--passkey-samples", args.passkey_samples)):
             if value < 2:
@@ -318,18 +327,20 @@ def main(argv: list[str] | None = None) -> list[dict]:
             raise UserError(f"--out {args.out} is a file, not a folder")
         held.enter_context(hold(args.out, "eval.probe"))  # one evaluation writes a folder at a time
         runs = read_runs(args.runs)
+        for run in runs:  # a method that does not apply to a run is refused before anything is probed
+            model_variants(run, methods, run.train_length, context)
         if args.resume:
             previous = previous_rows(args.out / "probes.json", "eval.probe", "probe")
             if any(r["probe"] == "passkey" and r["value"] is not None and "rank" not in r for r in previous):
                 raise UserError(f"--resume: {args.out / 'probes.json'} comes from an older eval.probe (passkey rows "
                                 "without rank); probe again without --resume")
             rows.extend(previous)
-            done = {(r["run"], r["seed"]) for r in rows}
+            done = {(r["run"], r["seed"]) for r in rows if probed_with(r, context)}
             runs = [run for run in runs if (run.name, run.seed) not in done]
         device = pick_device(args.device, "--device")
         for run in tqdm(runs, unit="run", dynamic_ncols=True, disable=None):  # off when not a terminal
             rows.extend(probe_run(run, methods, multiples, args.span, args.samples, args.passkey_samples, args.seed,
-                                  device))
+                                  device, context))
             write_report(rows, args.out, tables=False)
 
     with held:
@@ -338,6 +349,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print(markdown(rows))
     print(f"wrote {args.out}/probes.json, probes.md, probes.png")
     return rows
+
+
+def probed_with(row: dict, context: ContextConfig | None) -> bool:
+    """Whether a row was probed with this context method (None: with none): its label names it last."""
+    if context is None:
+        return row.get("context") is None
+    return row["scaling"] == describe(context) or row["scaling"].endswith(f" + {describe(context)}")
 
 
 def write_report(rows: list[dict], out: Path, tables: bool = True) -> None:

@@ -5,9 +5,13 @@ import math
 
 import pytest
 import torch
+import yaml
+from conftest import copy_run
+from test_bad_inputs import check
 
 import generate
 from config import ContextConfig, ModelConfig, PositionConfig, ScalingConfig, UserError, parse_context
+from eval import extrapolation, probe, tasks
 from generate import generate_tokens
 from model.attention import KVCache
 from model.context import CONTEXT_METHODS, build_context, check_context, pairing_problem
@@ -325,7 +329,61 @@ def test_none_is_no_method():
     assert parse_context("dca") == ContextConfig("dca")
 
 
+@pytest.fixture
+def relabelled(ten_step_run, tmp_path):
+    """Copies of the tiny rope run whose config.yaml names another encoding (refused before its weights are read)."""
+    def make(position):
+        run = copy_run(ten_step_run, tmp_path, position)
+        config = yaml.safe_load((run / "config.yaml").read_text())
+        config["model"]["position"]["type"] = position
+        (run / "config.yaml").write_text(yaml.safe_dump(config))
+        return run
+    return make
+
+
+@pytest.mark.parametrize("position, method", [("learned", "sinks"), ("sinusoidal", "logn"), ("nope", "dca")])
+@pytest.mark.parametrize("command", ["generate.py", "eval.extrapolation", "eval.probe"])
+def test_the_clis_refuse_an_encoding_the_method_does_not_apply_to(position, method, command, relabelled, tmp_path,
+                                                                   capsys):
+    run = str(relabelled(position))
+    main = {"generate.py": generate.main, "eval.extrapolation": extrapolation.main, "eval.probe": probe.main}[command]
+    args = [run, "--context-method", method] + ([] if command == "generate.py" else ["--out", str(tmp_path / "o")])
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    out, err = capsys.readouterr()
+    check(exit_.value.code, out, err, f"context method '{method}'")
+    assert position in err
+
+
 def test_generate_runs_sinks_past_the_training_length(ten_step_run, capsys):
     generate.main([str(ten_step_run), "--context-method", "sinks", "--max-new-tokens", str(4 * 64), "--seed", "1"])
     out, err = capsys.readouterr()
     assert out.strip() and "error" not in err
+
+
+def test_eval_rows_name_the_method_and_equal_plain_where_it_is_exact(ten_step_run, tmp_path):
+    common = [str(ten_step_run), "--lengths", "32,64", "--max-tokens", "256", "--device", "cpu"]
+    plain = extrapolation.main([*common, "--scaling", "none", "--out", str(tmp_path / "plain")])
+    rows = extrapolation.main([*common, "--context-method", "{type: rerope, window: 64}", "--out", str(tmp_path / "c")])
+    assert [r["scaling"] for r in rows] == ["rerope (window=64)"] * 2
+    assert [r["context"] for r in rows] == [{"type": "rerope", "window": 64}] * 2
+    assert [r["ppl"] for r in rows] == pytest.approx([r["ppl"] for r in plain], rel=1e-5)
+    dca = extrapolation.main([*common, "--context-method", "dca", "--scaling", "none,yarn", "--fixed-factors", "",
+                              "--out", str(tmp_path / "c"), "--resume"])
+    labels = [r["scaling"] for r in dca]
+    assert labels == ["rerope (window=64)"] * 2 + ["dca"] * 2 + ["yarn + dca"] * 2
+    assert dca[2]["context"] == {"type": "dca", "chunk_size": 44, "local_window": 4}  # L = 64
+
+
+def test_tasks_and_probes_plan_with_the_method(ten_step_run):
+    run = extrapolation.read_run(ten_step_run, "ten")
+    context = ContextConfig("logn")
+    variants = probe.model_variants(run, ["none", "ntk", "dynamic"], 128, context)
+    assert [label for label, _ in variants] == ["logn", "ntk + logn"]
+    assert probe.probed_with({"scaling": "ntk + logn", "context": {"type": "logn"}}, context)
+    assert not probe.probed_with({"scaling": "ntk", "context": None}, context)
+    rows = [{"run": "r", "seed": 1, "task": "copy", "scaling": s, "factor_rule": None, "length": 64, "run_length": 64,
+             "accuracy": a, "answers": 10, "context": c}
+            for s, a, c in (("none", 0.95, None), ("logn", 0.1, {"type": "logn", "length": 64}))]
+    assert tasks.learned(rows) == {("r", 1, "copy"): True}  # the plain row decides, whatever the order
+    assert tasks.learned(rows[::-1]) == {("r", 1, "copy"): True}

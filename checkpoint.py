@@ -10,7 +10,8 @@ directory or an evaluator's report folder: it holds the folder's `lock` file (`h
 
 A model to evaluate is a run directory or `hf:PATH`, a transformers checkpoint on disk (export/hf.py).
 `check_checkpoint`, `read_run_config`, `model_config`, `load_model`, `load_tokenizer` and `scalings_taken`
-open either, so that evaluators and generate.py do not ask which kind it is.
+open either, so that evaluators and generate.py do not ask which kind it is; `context_problem` refuses a
+context method (model/context.py) on an hf: checkpoint, whose attention is transformers'.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from config import (
+    ContextConfig,
     ModelConfig,
     RunFailed,
     ScalingConfig,
@@ -41,6 +43,7 @@ from config import (
 )
 from data import Tokenizer
 from export import hf
+from model.context import pairing_problem
 from model.gpt import GPT
 from model.positions import check as check_positions
 from model.rope import SCALINGS
@@ -403,19 +406,33 @@ def parse_model_section(run_dir: Path, config: dict) -> ModelConfig:
     return cfg
 
 
+HF_CONTEXT = ("a transformers checkpoint attends through transformers' own attention, which no context method "
+              "reaches (they act in this repo's, model/context.py); leave out --context-method")
+
+
+def context_problem(run_dir: Path, context: ContextConfig, encoding: str, scaling: ScalingConfig | None) -> str | None:
+    """Why a checked context method does not apply to a model, or None: an hf: checkpoint takes none;
+    a run, model.context.pairing_problem's rule for its `encoding` and RoPE `scaling`."""
+    return HF_CONTEXT if hf.is_hf(run_dir) else pairing_problem(context, encoding, scaling)
+
+
 def load_model(run_dir: Path, scaling: ScalingConfig | dict | None | str = FROM_RUN, device="cpu",
-               best: bool = False) -> GPT:
+               best: bool = False, context: ContextConfig | None = None) -> GPT:
     """The latest (or best-validation) checkpoint of a run as an eval-mode GPT, optionally with another
-    RoPE scaling; for hf:PATH, the transformers model called as a GPT is (export.hf.HFModel)."""
+    RoPE scaling and a context method (checked by the caller: context_problem); for hf:PATH, the transformers
+    model called as a GPT is (export.hf.HFModel)."""
     if hf.is_hf(run_dir):
         if best:
             raise UserError(f"{run_dir} is a transformers checkpoint: it has no best-validation weights (--best "
                             f"reads a run directory)")
+        if context is not None:
+            raise UserError(f"{run_dir}: {HF_CONTEXT}")
         own = scaling == FROM_RUN
         return hf.load_model(str(run_dir), None if own else parse_scaling(scaling), device, own=own)
     model = GPT(model_config(run_dir, scaling))
     load_weights_into(model, run_dir, best=best)
     model.use_flex_attention(torch.device(device).type == "cuda")  # score biases without a T x S mask
+    model.use_context_method(context)
     return model.to(device).eval()
 
 

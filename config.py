@@ -193,6 +193,43 @@ def parse_scaling(value: Any, key: str = "scaling") -> ScalingConfig | None:
 
 
 @dataclass
+class ContextConfig:
+    """A training-free context method applied at load time, e.g. {type: self-extend, group_size: 8}, or its
+    name alone. Every key a method may take is a field; which belong to which method, their defaults (from
+    the run's training length) and ranges are model/context.py's registry (`check_context`)."""
+    type: str = "none"
+    group_size: int | None = None  # self-extend: G
+    window: int | None = None  # self-extend, rerope, leaky-rerope: W (neighbour window); sinks: recent tokens kept
+    k: float | None = None  # leaky-rerope: distances past the window grow at slope 1/k
+    chunk_size: int | None = None  # dca: s
+    local_window: int | None = None  # dca: w
+    sinks: int | None = None  # sinks: first tokens always kept
+    length: int | None = None  # logn: L, the base of the logarithm
+
+    def to_dict(self) -> dict:
+        """The keys that are set, as a user would write them."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+def parse_context(value: Any, key: str = "context") -> ContextConfig | None:
+    """A context method from its name (`--context-method dca`), a mapping or YAML text
+    (`--context-method "{type: dca, chunk_size: 64}"`), a ContextConfig, or None ("none")."""
+    if isinstance(value, str):
+        try:
+            value = yaml.safe_load(value)
+        except yaml.YAMLError as e:
+            raise UserError(f"{key}: cannot parse {value!r} as YAML ({e.problem})") from None
+    if isinstance(value, str):
+        value = {"type": value}
+    if value is None or value == {"type": "none"} or isinstance(value, ContextConfig):
+        return value if isinstance(value, ContextConfig) else None
+    if not isinstance(value, dict):
+        raise UserError(f"{key}: a context method is a name or a mapping such as {{type: dca, chunk_size: 64}}, "
+                        f"got {value!r}")
+    return from_dict(ContextConfig, value, key)
+
+
+@dataclass
 class PositionConfig:
     type: str = "rope"  # a name in model/positions.py's registry
     theta: float = 10000.0  # rope: the base b of the frequencies b^(-2i/d)

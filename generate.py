@@ -5,6 +5,7 @@
     python generate.py runs/tiny --rope-scaling "{type: yarn, factor: 4}"   # a RoPE scaling at load time
     python generate.py runs/tiny --max-new-tokens 2048 --max-context 256    # a sliding KV cache
     python generate.py runs/tiny --compile                                  # compiled steps, CUDA graphs on CUDA
+    python generate.py runs/tiny --max-new-tokens 8192 --context-method sinks  # a rolling cache: flat memory
     python generate.py hf:.cache/smollm2/SmolLM2-135M-Instruct-Q4_1 --prompt "The capital of France is" --temperature 0
 
 Every token stays in the KV cache and is attended over, past the training length too, for every
@@ -14,8 +15,12 @@ length token by token. --max-context K keeps only the last K tokens in the cache
 positions stay absolute, nothing is recomputed). --compile decodes through a static KV cache (fixed
 shapes, so one compiled graph serves every token) with torch.compile, as CUDA graphs on CUDA: the same
 tokens as without it, up to float rounding (its attention reads every slot through a mask).
-hf:PATH, a transformers checkpoint (export/hf.py), decodes through transformers' own growing cache, so
---max-context and --compile are for run directories; its prompt starts with BOS where its tokenizer adds one.
+--context-method applies a training-free context method (model/context.py: self-extend, rerope, leaky-rerope,
+dca, sinks, logn) to every step; `sinks` keeps only its sink tokens and window in the KV cache (a rolling
+cache: memory stays flat however many tokens are generated).
+hf:PATH, a transformers checkpoint (export/hf.py), decodes through transformers' own growing cache and attention,
+so --max-context, --compile and --context-method are for run directories; its prompt starts with BOS where its
+tokenizer adds one.
 """
 from __future__ import annotations
 
@@ -26,11 +31,12 @@ from typing import Iterator
 
 import torch
 
-from checkpoint import FROM_RUN, load_model, load_tokenizer, read_run_config
+from checkpoint import FROM_RUN, context_problem, load_model, load_tokenizer, model_config, read_run_config
 from config import ArgumentParser, ScalingConfig, UserError, is_task_source, parse_scaling, run_cli
 from data import Tokenizer
 from device import keep_freed_host_memory, pick_device
 from model.attention import KVCache
+from model.context import CONTEXT_METHODS, parse_checked
 from model.gpt import GPT
 from model.rope import check_scaling
 
@@ -57,15 +63,19 @@ def generate_tokens(model: GPT, prompt: list[int], max_new_tokens: int, temperat
                     top_k: int | None = None, top_p: float | None = None, seed: int = 0,
                     stop_id: int | None = None, max_context: int | None = None, step=None) -> Iterator[int]:
     """Yield new token ids one at a time, decoding with a KV cache that keeps every token, or the
-    last `max_context` (a sliding window). Stops early at `stop_id` or where the positions end
+    last `max_context` (a sliding window), or what the model's context method reads (attention sinks: its
+    first tokens and a window). Stops early at `stop_id` or where the positions end
     (learned: its table). `step`: the model as each one-token step runs it (compile_step's); the prompt
     then fills a static cache of the prompt and new tokens, so that every step has the same shapes."""
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
     limit = model.position.max_positions
+    kept = model.context_method.kept if model.context_method is not None else None  # (first, last) tokens
     capacity = len(prompt) + max_new_tokens  # a static cache is fixed at this; trimming needs max_context
     if step is None and max_context is not None:
         capacity = max(len(prompt), max_context)
+    if kept is not None:
+        capacity = max(len(prompt), sum(kept))
     cache = KVCache(model.cfg.n_layers, capacity=capacity if limit is None else min(capacity, limit))
     run = model if step is None else step
     logits, _ = model(torch.tensor([prompt], device=device), cache=cache, last_only=True)
@@ -80,6 +90,8 @@ def generate_tokens(model: GPT, prompt: list[int], max_new_tokens: int, temperat
             return
         if max_context is not None and step is None:
             cache.trim(max_context - 1)
+        if kept is not None:
+            cache.trim(kept[1] - 1, first=kept[0])  # room for the next token: a rolling cache
         if step is not None and device.type == "cuda":
             torch.compiler.cudagraph_mark_step_begin()  # the last replay's outputs were read: reuse them
         logits, _ = run(torch.tensor([[next_id]], device=device), cache=cache, last_only=True)
@@ -100,7 +112,14 @@ def load(args) -> tuple[GPT, Tokenizer]:
         raise UserError(f"{args.run_dir} was trained on tasks ({source}), which have no text to generate; "
                         f"evaluate it with python -m eval.tasks")
     scaling = scaling_option(args.rope_scaling)
-    model = load_model(args.run_dir, scaling=scaling, device=pick_device(args.device, "--device"), best=args.best)
+    context = parse_checked(args.context_method, "--context-method")
+    if context is not None:  # checked against the model's encoding and scaling before its weights are read
+        cfg = model_config(args.run_dir, scaling)
+        problem = context_problem(args.run_dir, context, cfg.position.type, cfg.position.scaling)
+        if problem:
+            raise UserError(f"--context-method: {problem}")
+    model = load_model(args.run_dir, scaling=scaling, device=pick_device(args.device, "--device"), best=args.best,
+                       context=context)
     own_cache = [option for option, given in (("--max-context", args.max_context is not None),
                                               ("--compile", args.compile)) if given]
     if own_cache and not isinstance(model, GPT):  # both need this repo's KVCache (trim, make_static)
@@ -123,6 +142,12 @@ def check_options(args) -> None:
         raise UserError(f"--top-p must be in (0, 1], got {args.top_p}")
     if args.max_context is not None and args.max_context < 2:
         raise UserError(f"--max-context must be >= 2 (tokens kept in the KV cache), got {args.max_context}")
+    if args.context_method != "none" and args.max_context is not None:
+        raise UserError("--max-context and --context-method both choose what attention reads; give one "
+                        "(sinks keeps its sink tokens and a window)")
+    if args.context_method != "none" and args.compile:
+        raise UserError("--compile decodes through a static cache of every token; a context method decodes "
+                        "eagerly (leave out --compile)")
 
 
 def scaling_option(text: str) -> ScalingConfig | None | str:
@@ -153,6 +178,9 @@ def main(argv=None):
     parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
     parser.add_argument("--compile", action="store_true",
                         help="decode with torch.compile through a static KV cache (CUDA graphs on CUDA)")
+    parser.add_argument("--context-method", default="none",
+                        help=f"a training-free context method: {', '.join(CONTEXT_METHODS)}, or a YAML mapping such "
+                             f"as '{{type: sinks, sinks: 4, window: 252}}'; default none")
     args = parser.parse_args(argv)
 
     model, tokenizer = run_cli(lambda: load(args))

@@ -5,7 +5,9 @@
 For each encoding: training tokens/s on random tokens (compute only, no data loading), model FLOPs
 utilisation (PaLM, arXiv 2204.02311, appendix B) against the device's bf16 dense peak, parameter
 count, peak memory; then forward-only evaluation tokens/s and peak memory at 1x ... 32x the
-training length (batch 1). Writes bench.json and bench.md to --out and prints the table.
+training length (batch 1), and decoding tokens/s through the KV cache, with every token kept and with
+attention sinks' rolling cache (4 sinks and the last L - 4 tokens, as generate.py --context-method sinks).
+Writes bench.json and bench.md to --out and prints the table.
 """
 from __future__ import annotations
 
@@ -19,12 +21,13 @@ from pathlib import Path
 
 import torch
 
-from config import ArgumentParser, Config, UserError, load_config, run_cli
+from config import ArgumentParser, Config, ContextConfig, UserError, load_config, run_cli
 from device import autocast, keep_freed_host_memory, pick_device
 from eval.memory import PeakMemory
 from eval.peers import make_peer
 from generate import compile_step
 from model.attention import KVCache
+from model.context import pairing_problem
 from model.gpt import GPT, flops_per_token, make_optimizer
 from model.positions import ENCODINGS
 from model.positions import check as check_model
@@ -37,6 +40,7 @@ PEAK_FLOPS = {
     "A100": 312e12, "A800": 312e12, "L40S": 362e12, "L40": 181e12, "L4": 121e12,
     "A10G": 70e12, "A10": 125e12, "RTX 4090": 165e12, "RTX 3090": 71e12,
 }
+SINKS = ContextConfig("sinks")  # its defaults: 4 sinks and the last L - 4 tokens, a rolling KV cache of L tokens
 
 
 def device_name(device: torch.device) -> str:
@@ -179,14 +183,25 @@ def bench_eval(model: GPT, run, device, multiples: list[int], repeats: int) -> l
 
 
 @torch.inference_mode()
-def bench_generation(model: GPT, step, device, multiples=(1, 8), new_tokens: int = 64, warmup: int = 8) -> list[dict]:
+def bench_generation(model: GPT, step, device, multiples=(1, 8), new_tokens: int = 64, warmup: int = 8,
+                     context: ContextConfig | None = None) -> list[dict]:
     """Decoding tokens/s (batch 1, KV cache) of the last `new_tokens` tokens of a context of m x L, after a
     prefill and `warmup` decoded tokens that are not timed. `step`: None (the eager model, its cache
     addressed by the host), or the model compiled for decoding (generate.compile_step: a static cache,
     CUDA graphs on CUDA), whose compilation and graph recording happen in the untimed tokens. `compiles`:
-    dynamo graphs compiled while timed, which should be none."""
+    dynamo graphs compiled while timed, which should be none. `context`: a context method for the eager
+    model, its cache rolled as generate.py rolls it (sinks: the sink tokens and the window)."""
+    model.use_context_method(context)
+    try:
+        return decode_rows(model, step, device, multiples, new_tokens, warmup)
+    finally:
+        model.use_context_method(None)
+
+
+def decode_rows(model: GPT, step, device, multiples, new_tokens: int, warmup: int) -> list[dict]:
     from torch._dynamo.utils import counters
     L, rows = model.cfg.max_seq_len, []
+    kept = model.context_method.kept if model.context_method is not None else None
     for m in multiples:
         row = {"multiple": m, "tokens_per_s": None, "compiles": 0, "note": ""}
         rows.append(row)
@@ -205,6 +220,8 @@ def bench_generation(model: GPT, step, device, multiples=(1, 8), new_tokens: int
                 if i == timed_from:
                     sync(device)
                     graphs, start = counters["stats"]["unique_graphs"], time.perf_counter()
+                if kept is not None:
+                    cache.trim(kept[1] - 1, first=kept[0])
                 if step is None:
                     model(x[:, i:i + 1], cache=cache, last_only=True)
                 else:
@@ -255,6 +272,12 @@ def markdown(results: dict) -> str:
             lines.append(f"| {r['position']} | " + " | ".join(
                 g["note"] or fmt(g["tokens_per_s"]) + (f" ({g['compiles']} compiles)" if g.get("compiles") else "")
                 for g in r["generation"]) + " |")
+            sinks = r.get("generation_sinks")
+            lines.append(f"| {r['position']}, sinks | " + " | ".join(
+                "n/a (absolute positions)" if sinks is None else g["note"] or fmt(g["tokens_per_s"])
+                for g in (sinks or r["generation"])) + " |")
+        lines += ["", "Sinks: generate.py --context-method sinks, eager: a rolling KV cache of 4 sink tokens and the "
+                  "last L - 4 (L tokens at every length), against every token kept above."]
     return "\n".join(lines) + "\n"
 
 
@@ -322,6 +345,8 @@ def main(argv=None):
         if cfg.run.compile:
             torch._dynamo.reset()  # the decoding step's graphs start afresh, far from the recompile limit
         row["generation"] = bench_generation(model, compile_step(model) if cfg.run.compile else None, device)
+        if pairing_problem(SINKS, position, cfg.model.position.scaling) is None:
+            row["generation_sinks"] = bench_generation(model, None, device, context=SINKS)
         results["rows"].append({"position": position, **row})
         write_results(results, args.out)  # the finished rows survive a later failure or a time limit
         del model, run

@@ -28,11 +28,17 @@ Which scalings apply to which run (L = the run's max_seq_len):
     original_max_position_embeddings when it has a scaling.
   - every other encoding: `none` only. `learned` past its table is a row with ppl null and a note,
     never a clamped position.
+--context-method applies a training-free context method (model/context.py: self-extend, rerope,
+leaky-rerope, dca, sinks, logn; a name or a mapping such as "{type: dca, chunk_size: 64}") to every
+measurement, labelled e.g. "dca" or "yarn + dca"; --scaling then defaults to none, and a scaling or encoding
+the method does not compose with is refused before anything is measured. Its defaults come from each run's
+training length (a fine-tune's own); every row records the settings used (`context`).
 
 A model is a run directory or hf:PATH, a transformers checkpoint (export/hf.py), which reads --data (default:
 the default corpus) encoded with its own tokenizer, in the same document-contained windows; it takes the
 scalings transformers has (not dynamic-yarn), and its dynamic NTK is transformers' (cached keys keep their
-rotation). --data gives a run other text too, encoded with the run's tokenizer.
+rotation); a context method is refused (they act in this repo's attention, not transformers'). --data gives
+a run other text too, encoded with the run's tokenizer.
 
 Rows carry the run's seed (run.seed), so several seeds of one study aggregate in results.md
 (mean and standard deviation over seeds). Writes results.json (one row per measurement, rewritten
@@ -43,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import gzip
 import json
 import math
@@ -60,6 +67,7 @@ from checkpoint import (
     FROM_RUN,
     atomic_write_text,
     check_checkpoint,
+    context_problem,
     hold,
     load_model,
     load_tokenizer,
@@ -69,6 +77,7 @@ from checkpoint import (
 )
 from config import (
     ArgumentParser,
+    ContextConfig,
     DataConfig,
     RunFailed,
     ScalingConfig,
@@ -81,6 +90,7 @@ from device import autocast, keep_freed_host_memory, pick_device
 from eval.memory import PeakMemory
 from eval.results import curve_label, format_ppl, markdown
 from model.attention import KVCache
+from model.context import CONTEXT_METHODS, describe, parse_checked
 from model.rope import SCALINGS, is_dynamic
 
 DEFAULT_LENGTHS = "256,512,1024,2048,4096"
@@ -89,6 +99,8 @@ DECODE_CHUNK = 16
 DECODE_CHUNK_HELP = (f"tokens per forward pass when a dynamic scaling decodes past L; each keeps the frequencies "
                      f"of its own length, as in one-token steps, so this sets speed only (default {DECODE_CHUNK})")
 TOKENS_PER_FORWARD = 16384  # default batch = this // length (at least 1): bounds logits and attention memory
+CONTEXT_HELP = (f"a training-free context method for every measurement: {', '.join(CONTEXT_METHODS)}, or a YAML "
+                f"mapping such as '{{type: dca, chunk_size: 64}}'; --scaling then defaults to none")
 N_BUCKETS = 8  # position buckets of loss_by_position
 
 
@@ -115,6 +127,7 @@ class Measurement:
     factor_rule: str | None  # "length/L", "fixed", "T/L" (dynamic), "fine-tuned"; None for no scaling
     length: int
     decode_from: int | None = None  # prefill this many tokens, decode the rest through the KV cache
+    context: ContextConfig | None = None  # a context method (model/context.py), part of the label
 
 
 def read_run(path: Path, name: str, tasks: bool = False, data: str | None = None) -> Run:
@@ -165,9 +178,31 @@ def check_taken(runs: list[Run], methods: list[str]) -> None:
                                 f"for it); it takes {', '.join(run.scalings)}")
 
 
-def plan(run: Run, methods: list[str], lengths: list[int], fixed_factors: list[float]) -> list[Measurement]:
-    """The (scaling, factor, length) measurements of one run, in table order (of `methods`, those it takes)."""
-    methods = [m for m in methods if m in run.scalings]
+def plan(run: Run, methods: list[str], lengths: list[int], fixed_factors: list[float],
+         context: ContextConfig | None = None) -> list[Measurement]:
+    """The (scaling, factor, length) measurements of one run, in table order (of `methods`, those it takes),
+    each with the context method (a UserError where the method does not apply to the run or the scaling)."""
+    measurements = plan_scalings(run, [m for m in methods if m in run.scalings], lengths, fixed_factors)
+    return measurements if context is None else [with_context(m, context) for m in measurements]
+
+
+def with_context(m: Measurement, context: ContextConfig) -> Measurement:
+    problem = context_problem(m.run.path, context, m.run.position,
+                              m.run.scaling if m.scaling == FROM_RUN else m.scaling)
+    if problem:
+        raise UserError(f"--context-method: {m.run.path}: {problem}")
+    label = describe(context) if m.label == "none" else f"{m.label} + {describe(context)}"
+    return dataclasses.replace(m, label=label, context=context)
+
+
+def context_settings(model, context: ContextConfig | None) -> dict | None:
+    """The context method a model was loaded with, every setting included (defaults too), for a row."""
+    if context is None:
+        return None
+    return {"type": context.type, **model.context_method.settings}
+
+
+def plan_scalings(run: Run, methods: list[str], lengths: list[int], fixed_factors: list[float]) -> list[Measurement]:
     if run.position != "rope" or (run.continued and not run.scaling):
         return [Measurement(run, "none" if not run.continued else "none (fine-tuned)", None, None, None, n)
                 for n in lengths]
@@ -266,11 +301,11 @@ class Models:
     def __init__(self, device: torch.device):
         self.device, self.key, self.model = device, None, None
 
-    def get(self, path: Path, scaling: ScalingConfig | str | None):
-        key = (str(path), repr(scaling))
+    def get(self, path: Path, scaling: ScalingConfig | str | None, context: ContextConfig | None = None):
+        key = (str(path), repr(scaling), repr(context))
         if key != self.key:
             self.model = None  # free the previous model before building the next
-            self.model = load_model(path, scaling=scaling, device=self.device)
+            self.model = load_model(path, scaling=scaling, device=self.device, context=context)
             self.key = key
         return self.model
 
@@ -302,7 +337,8 @@ class Evaluator:
                "through_cache": m.decode_from is not None,
                "ppl": None, "nll": None, "tokens": 0, "windows": 0, "split": self.split, "stride": stride,
                "loss_by_position": None, "tokens_per_s": None, "peak_mib": None, "note": None}
-        model = self.models.get(run.path, m.scaling)
+        model = self.models.get(run.path, m.scaling, m.context)
+        row["context"] = context_settings(model, m.context)
         limit = model.position.max_positions
         if limit is not None and n > limit:
             return {**row, "note": f"{run.position} positions stop at {limit - 1}"}
@@ -376,6 +412,11 @@ def parse_lengths(text: str) -> list[int]:
     if not lengths or lengths[0] < 1:
         raise UserError(f"--lengths must be positive integers, got {text!r}")
     return lengths
+
+
+def scalings_option(text: str | None, context: ContextConfig | None) -> str:
+    """--scaling as given, else every method (plan keeps those a model takes), or none under a context method."""
+    return text if text is not None else "none" if context is not None else ",".join(SCALINGS)
 
 
 def parse_scalings(text: str) -> list[str]:
@@ -453,11 +494,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("runs", nargs="+", type=Path, help="run directories, or hf:PATH (a transformers checkpoint)")
     parser.add_argument("--lengths", default=DEFAULT_LENGTHS, help=f"evaluation lengths (default {DEFAULT_LENGTHS})")
     parser.add_argument("--scaling", default=None,
-                        help="RoPE scaling methods for unscaled rope runs (default: all a model takes)")
+                        help="RoPE scaling methods for unscaled rope runs (default: all a model takes; none with "
+                             "--context-method)")
     parser.add_argument("--data", default=None, help=DATA_HELP)
     parser.add_argument("--fixed-factors", default="4",
                         help="fixed factors at which static methods are also evaluated at every length "
                              "(comma-separated, '' for none; default 4)")
+    parser.add_argument("--context-method", default="none", help=CONTEXT_HELP)
     parser.add_argument("--decode-chunk", type=int, default=DECODE_CHUNK, help=DECODE_CHUNK_HELP)
     parser.add_argument("--split", default="test", choices=("train", "val", "test"))
     parser.add_argument("--stride", type=int, default=None, help="sliding-window stride (default: non-overlapping)")
@@ -476,8 +519,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     held = contextlib.ExitStack()  # --out's lock, from when the options are checked to the last write
 
     def work():
-        lengths = parse_lengths(args.lengths)
-        methods = parse_scalings(args.scaling) if args.scaling is not None else list(SCALINGS)
+        context = parse_checked(args.context_method, "--context-method")
+        lengths, methods = parse_lengths(args.lengths), parse_scalings(scalings_option(args.scaling, context))
         check_data_option(args.data)
         fixed_factors = parse_factors(args.fixed_factors)
         for option, value in (("--stride", args.stride), ("--batch-size", args.batch_size),
@@ -492,7 +535,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         runs = read_runs(args.runs, data=args.data)
         if args.scaling is not None:
             check_taken(runs, methods)
-        measurements = [m for run in runs for m in plan(run, methods, lengths, fixed_factors)]
+        measurements = [m for run in runs for m in plan(run, methods, lengths, fixed_factors, context)]
         if args.resume:
             rows.extend(resumable_rows(args.out / "results.json", args.split, args.stride))
             done = {measurement_key(r) for r in rows}

@@ -22,10 +22,12 @@ passkey  The PI / YaRN papers' task (the passkey retrieval of Chen et al. 2306.1
 Every run sees the same samples (a fixed generator), so encodings are compared on the same text.
 Runs and scalings are chosen as in eval.extrapolation: rope runs without scaling get each static
 method of --scaling with s = max(1, length / L); a fine-tuned run uses its own scaling; `learned`
-past its table is a row with value null. A model is a run directory or hf:PATH (eval.extrapolation's --data
-rule). A measurement identical to one made (a static scaling at s = 1 is plain RoPE) is not made again: its
-row repeats the numbers and names the row it shares them with (same_as); `seconds` is the time the
-measurement took. --multiples '' leaves the copy probe out. Writes probes.json, probes.md and probes.png.
+past its table is a row with value null. --context-method applies a training-free context method to every
+probe, as in eval.extrapolation (--scaling then defaults to none). A model is a run directory or hf:PATH
+(eval.extrapolation's --data rule; no context method). A measurement identical to one made (a static scaling at
+s = 1 is plain RoPE) is not made again: its row repeats the numbers and names the row it shares them with
+(same_as); `seconds` is the time the measurement took. --multiples '' leaves the copy probe out. Writes
+probes.json, probes.md and probes.png.
 """
 from __future__ import annotations
 
@@ -42,12 +44,14 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from checkpoint import atomic_write_text, hold, load_model, load_tokenizer
-from config import ArgumentParser, ScalingConfig, UserError
+from config import ArgumentParser, ContextConfig, ScalingConfig, UserError
 from data import TokenData, Tokenizer
 from device import autocast, keep_freed_host_memory, pick_device
-from eval.extrapolation import (DATA_HELP, TOKENS_PER_FORWARD, Run, check_data_option, check_taken, keep_finished,
-                               parse_multiples, parse_scalings, plan, previous_rows, read_runs, text_shards)
+from eval.extrapolation import (CONTEXT_HELP, DATA_HELP, TOKENS_PER_FORWARD, Run, check_data_option, check_taken,
+                               context_settings, keep_finished, parse_multiples, parse_scalings, plan, previous_rows,
+                               read_runs, text_shards)
 from eval.plots import plt, style, ticker
+from model.context import parse_checked
 from model.rope import SCALINGS
 
 DEFAULT_MULTIPLES = "0.25,0.5,1,2,4,8,16"
@@ -55,11 +59,13 @@ PASSKEY_MULTIPLES = (1, 2, 4, 8, 16)
 PASSKEY_DEPTHS = (0.1, 0.5, 0.9)
 
 
-def model_variants(run: Run, methods: list[str], length: int) -> list[tuple[str, ScalingConfig | str | None]]:
+def model_variants(run: Run, methods: list[str], length: int, context: ContextConfig | None = None
+                   ) -> list[tuple[str, ScalingConfig | str | None]]:
     """(scaling label, what load_model gets) for a run probed at `length` tokens: eval.extrapolation's
-    plan with s = length / L, its dynamic methods left to eval.extrapolation."""
+    plan with s = length / L (and the context method, named in the label), its dynamic methods left to
+    eval.extrapolation."""
     static = [m for m in methods if m == "none" or not SCALINGS[m].dynamic]
-    return [(m.label, m.scaling) for m in plan(run, static, [length], fixed_factors=[])]
+    return [(m.label, m.scaling) for m in plan(run, static, [length], [], context)]
 
 
 class NoPasskey(ValueError):
@@ -174,8 +180,9 @@ def row_key(r: dict) -> tuple:
 
 def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n_copy: int, n_passkey: int,
               seed: int, device, passkey_multiples=PASSKEY_MULTIPLES, passkey_depths=PASSKEY_DEPTHS,
-              done: frozenset | set = frozenset(), on_row=None) -> list[dict]:
-    """The rows of one run's probes, but those whose row_key is in `done`; `on_row(row)` as each is made."""
+              done: frozenset | set = frozenset(), on_row=None, context: ContextConfig | None = None) -> list[dict]:
+    """The rows of one run's probes (with the context method), but those whose row_key is in `done`;
+    `on_row(row)` as each is made."""
     data = TokenData(text_shards(run, progress=False), "test")
     tokenizer = load_tokenizer(run.path)
     candidates = key_words(tokenizer)  # once per run: it scans the vocabulary
@@ -191,7 +198,7 @@ def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n
     measured: dict[tuple, tuple[str, dict]] = {}  # (model, probe, size, depth) -> (label, numbers)
     for probe, size, depth in jobs:
         length = size + span if probe == "copy" else size
-        for label, scaling in model_variants(run, methods, length):
+        for label, scaling in model_variants(run, methods, length, context):
             row = {**base, "scaling": label, "probe": probe, "distance" if probe == "copy" else "length": size,
                    "multiple": round(size / run.train_length, 4), "value": None}
             if depth is not None:
@@ -201,15 +208,16 @@ def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n
             key = repr(scaling)
             if key not in models:
                 models.clear()  # one model in memory at a time
-                models[key] = load_model(run.path, scaling=scaling, device=device)
+                models[key] = load_model(run.path, scaling=scaling, device=device, context=context)
             model = models[key]
+            row["context"] = context_settings(model, context)
             limit = model.position.max_positions
             if limit is not None and length > limit:
                 add({**row, "note": f"{run.position} positions stop at {limit - 1}"})
                 continue
-            done = (key, probe, size, depth)
-            if done in measured:  # the same model on the same samples: the same numbers
-                label_of, numbers = measured[done]
+            cell = (key, probe, size, depth)
+            if cell in measured:  # the same model on the same samples: the same numbers
+                label_of, numbers = measured[cell]
                 add({**row, **numbers, "same_as": label_of})
                 continue
             t0 = time.perf_counter()
@@ -231,7 +239,7 @@ def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n
                            "rank": round(statistics.fmean(ranks), 3), "candidates": len(candidates),
                            "samples": n_passkey}
             numbers["seconds"] = round(time.perf_counter() - t0, 2)
-            measured[done] = (label, numbers)
+            measured[cell] = (label, numbers)
             add({**row, **numbers})
     return rows
 
@@ -330,8 +338,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--passkey-depths", default=",".join(map(str, PASSKEY_DEPTHS)),
                         help="where the key is stated, as shares of the filler (default %(default)s)")
     parser.add_argument("--data", default=None, help=DATA_HELP)
-    parser.add_argument("--scaling", default="none,linear,ntk,yarn",
-                        help="static RoPE scalings for unscaled rope runs, s = length / L (default none,linear,ntk,yarn)")
+    parser.add_argument("--scaling", default=None,
+                        help="static RoPE scalings for unscaled rope runs, s = length / L "
+                             "(default none,linear,ntk,yarn; none with --context-method)")
+    parser.add_argument("--context-method", default="none", help=CONTEXT_HELP)
     parser.add_argument("--span", type=int, default=32, help="tokens in the repeated span (default 32)")
     parser.add_argument("--samples", type=int, default=16, help="copy samples per distance (default 16)")
     parser.add_argument("--passkey-samples", type=int, default=8, help="passkey keys per length and depth (default 8)")
@@ -347,8 +357,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     held = contextlib.ExitStack()  # --out's lock, from when the options are checked to the last write
 
     def work():
+        context = parse_checked(args.context_method, "--context-method")
         multiples = parse_multiples(args.multiples) if args.multiples.strip() else []
-        methods = parse_scalings(args.scaling)
+        methods = parse_scalings(args.scaling or ("none,linear,ntk,yarn" if context is None else "none"))
         passkey_multiples = parse_multiples(args.passkey_multiples, "--passkey-multiples")
         depths = parse_multiples(args.passkey_depths, "--passkey-depths")
         if depths[-1] > 1:
@@ -363,13 +374,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
         held.enter_context(hold(args.out, "eval.probe"))  # one evaluation writes a folder at a time
         runs = read_runs(args.runs, data=args.data)
         check_taken(runs, methods)
+        for run in runs:  # a method that does not apply to a run is refused before anything is probed
+            model_variants(run, methods, run.train_length, context)
         if args.resume:
             previous = previous_rows(args.out / "probes.json", "eval.probe", "probe")
             if any(r["probe"] == "passkey" and r["value"] is not None and "rank" not in r for r in previous):
                 raise UserError(f"--resume: {args.out / 'probes.json'} comes from an older eval.probe (passkey rows "
                                 "without rank); probe again without --resume")
             rows.extend(previous)
-        done = {row_key(r) for r in rows}
+        done = {row_key(r) for r in rows}  # the label names the context method: another one's rows are not done
         device = pick_device(args.device, "--device")
 
         def measured(row):  # written at once: a killed evaluation keeps it
@@ -378,7 +391,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for run in tqdm(runs, unit="run", dynamic_ncols=True, disable=None):  # off when not a terminal
             start = len(rows)
             rows[start:] = probe_run(run, methods, multiples, args.span, args.samples, args.passkey_samples,
-                                     args.seed, device, passkey_multiples, depths, done, measured)
+                                     args.seed, device, passkey_multiples, depths, done, measured, context)
             write_report(rows, args.out, tables=False)
 
     with held:

@@ -94,6 +94,9 @@ def markdown(rows: list[dict]) -> str:
               "- \"(fine-tuned)\": a run continued from the base RoPE run at 4x its length, evaluated as trained; "
               "\"none (fine-tuned)\" is the control, continued without scaling.",
               "- n/a: not applicable (learned positions past their table) or no document long enough.",
+              *(["- A context method in the scaling column (`dca`, `yarn + dca`): applied at load time to every "
+                 "window (model/context.py), its settings in results.json."] if any(r.get("context") for r in rows)
+                else []),
               "- results.json has the factor, token and window counts, loss by position bucket, "
               "throughput and memory of every cell."]
     deltas = relative_to_nope(rows)

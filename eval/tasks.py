@@ -8,6 +8,7 @@ distance, for every run, seed, RoPE scaling and fine-tune.
 Which scalings apply to which run is eval.extrapolation's rule (`plan`): an unscaled RoPE run gets every
 method, static ones at s = length / L and at each fixed factor, dynamic ones through the KV cache as in
 generation; a fine-tune gets its own scaling; other encodings none; `learned` past its table is n/a.
+--context-method applies a training-free context method to every measurement, as in eval.extrapolation.
 
 At each length n the facts are placed in distance bands, counted from the token that asks for an answer
 back to the token that holds it (data/tasks.py): (0, L], (L, 2L], (2L, 4L] ... (n/2, n], --samples
@@ -42,11 +43,13 @@ from config import ArgumentParser, UserError
 from data.tasks import TASKS, sample, task_names, to_batch
 from device import keep_freed_host_memory, pick_device
 from eval.extrapolation import (
+    CONTEXT_HELP,
     DECODE_CHUNK,
     DECODE_CHUNK_HELP,
     Measurement,
     Models,
     Run,
+    context_settings,
     keep_finished,
     logits_in_parts,
     parse_factors,
@@ -56,9 +59,10 @@ from eval.extrapolation import (
     plan,
     previous_rows,
     read_runs,
+    scalings_option,
 )
 from eval.results import curve_label, spread
-from model.rope import SCALINGS
+from model.context import parse_checked
 
 RESULTS = "results.json.gz"  # the rows; results.md is their table
 
@@ -138,8 +142,9 @@ class TaskEvaluator:
         base = {**job_row(m, task), "position": run.position, "train_length": run.train_length,
                 "multiple": round(n / run.train_length, 4), "through_cache": m.decode_from is not None,
                 "decode_chunk": self.decode_chunk if m.decode_from is not None else None}
-        model = self.models.get(run.path, m.scaling)
+        model = self.models.get(run.path, m.scaling, m.context)
         base["run_length"] = model.cfg.max_seq_len  # the length this run was trained at (4x L for a fine-tune)
+        base["context"] = context_settings(model, m.context)
         limit = model.position.max_positions
         applicable = limit is None or n <= limit
         key = (self.models.key, task, n, m.decode_from)
@@ -177,10 +182,11 @@ def pooled(rows: list[dict]) -> dict[tuple, float | None]:
 
 def learned(rows: list[dict]) -> dict[tuple, bool]:
     """{(run, seed, task): accuracy >= 90% at the length the run was trained at (L, or 4x L for a
-    fine-tune), measured without scaling or with the run's own."""
+    fine-tune), measured without scaling or with the run's own, and without a context method where the rows
+    have such a measurement."""
     acc = pooled(rows)
     out = {}
-    for r in rows:
+    for r in sorted(rows, key=lambda r: r.get("context") is None):  # plain rows last: they decide
         if r["length"] == r["run_length"] and r["factor_rule"] in (None, "fine-tuned"):
             out[(r["run"], r["seed"], r["task"])] = (acc[(r["run"], r["seed"], r["task"], curve_label(r), r["length"])]
                                                     or 0) >= LEARNED
@@ -296,10 +302,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--multiples", default=DEFAULT_MULTIPLES,
                         help=f"evaluation lengths as multiples of each run's L (default {DEFAULT_MULTIPLES})")
     parser.add_argument("--lengths", default=None, help="evaluation lengths in tokens (instead of --multiples)")
-    parser.add_argument("--scaling", default=",".join(SCALINGS),
-                        help="RoPE scaling methods for unscaled rope runs (default: all)")
+    parser.add_argument("--scaling", default=None,
+                        help="RoPE scaling methods for unscaled rope runs (default: all; none with --context-method)")
     parser.add_argument("--fixed-factors", default="4",
                         help="fixed factors at which static methods are also evaluated ('' for none; default 4)")
+    parser.add_argument("--context-method", default="none", help=CONTEXT_HELP)
     parser.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
                         help=f"sequences per task, length and distance band (default {DEFAULT_SAMPLES})")
     parser.add_argument("--decode-chunk", type=int, default=DECODE_CHUNK, help=DECODE_CHUNK_HELP)
@@ -314,7 +321,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     held = contextlib.ExitStack()  # --out's lock, from when the options are checked to the last write
 
     def work():
-        methods, fixed_factors = parse_scalings(args.scaling), parse_factors(args.fixed_factors)
+        context = parse_checked(args.context_method, "--context-method")
+        methods = parse_scalings(scalings_option(args.scaling, context))
+        fixed_factors = parse_factors(args.fixed_factors)
         lengths = parse_lengths(args.lengths) if args.lengths else None
         multiples = parse_multiples(args.multiples)
         for option, value in (("--samples", args.samples), ("--decode-chunk", args.decode_chunk)):
@@ -328,7 +337,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for run in runs:
             run.train_length = base_length(run)
         jobs = [(m, task) for run in runs
-                for m in plan(run, methods, lengths or [round(k * run.train_length) for k in multiples], fixed_factors)
+                for m in plan(run, methods, lengths or [round(k * run.train_length) for k in multiples], fixed_factors,
+                              context)
                 for task in task_names(run.data.source)]
         if args.resume:
             given = {(run.name, run.seed) for run in runs}

@@ -247,6 +247,7 @@ class HFModel(nn.Module):
         super().__init__()
         self.hf, self.cfg = model, cfg
         self.position = Positions(scaling, dynamic=is_dynamic(scaling))
+        self.context_method = None  # context methods act in this repo's attention only (checkpoint.context_problem)
         self.caches = weakref.WeakKeyDictionary()
         # transformers 5.24 names its cache argument `cache`; earlier versions `past_key_values`
         self.cache_argument = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"

@@ -7,7 +7,10 @@ Backends, chosen per call, all computing softmax(q k^T * scale + bias + causal m
     (`ctx.bias`, -inf on future keys); else with a bias folded into q and k (ALiBi,
     `PositionalEncoding.fold`) and `is_causal` (flash / memory-efficient kernels) when queries and
     keys are the same tokens, else a boolean causal mask from their positions (chunked prefill,
-    decoding, the slots of a static KV cache).
+    decoding, the slots of a static KV cache);
+  - under a context method that shows RoPE's far pairs another distance (model/context.py), `merged_attention`:
+    the scores of q and k rotated at their own positions and of q and k rotated at the method's, one picked per
+    pair before one softmax (a score bias under a context method is a float mask, as for the learned biases).
 """
 from __future__ import annotations
 
@@ -31,13 +34,15 @@ class KVCache:
     """Keys and values of the tokens seen so far, per layer, with their absolute positions, in buffers
     allocated ahead and written by index. Keys are stored rotated, so a decoding step rotates only its own
     token, except for a dynamic RoPE scaling (`pe.dynamic`), whose keys are stored BEFORE rotation and
-    re-rotated with the frequencies of the current length.
+    re-rotated with the frequencies of the current length, and a context method's second rotation of every
+    key (ctx.rotate_keys).
 
     One storage, addressed two ways:
     - by the host (the default): the cache counts its tokens in Python, a forward writes after them and
       attention reads the filled part, so shapes follow the length; a full buffer grows by doubling (no
       copy of the whole cache per token, as concatenating would). `trim(n)` keeps the last n tokens: a
-      sliding window whose positions stay absolute. Sequences may have their own positions, (B, S).
+      sliding window whose positions stay absolute (`trim(n, first)` also the first tokens: attention
+      sinks). Sequences may have their own positions, (B, S).
     - static (`make_static()`, after a prefill addressed by the host): every buffer keeps its shape, a
       token's slot is its position, the next position lives on the device, and attention reads every
       slot, the empty ones at position EMPTY (after any query, so the causal masks hide them). A decoding
@@ -107,17 +112,17 @@ class KVCache:
         self.values[layer][:, :, n:end] = v
         return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
 
-    def trim(self, n: int) -> None:
-        """Keep the last n tokens (host addressing)."""
+    def trim(self, n: int, first: int = 0) -> None:
+        """Keep the last n tokens, after the first `first` (host addressing)."""
         if self.static:
             raise ValueError("a static cache is not trimmed: make_static(window=...) hides the old keys instead")
-        if len(self) > n:
-            kept = slice(self.length - n, self.length)
+        if len(self) > first + n:
+            kept, to = slice(self.length - n, self.length), slice(first, first + n)
             for buffer in (*self.keys, *self.values):
                 if buffer is not None:
-                    buffer[:, :, :n] = buffer[:, :, kept].clone()
-            self.slots[..., :n] = self.slots[..., kept].clone()
-            self.length = n
+                    buffer[:, :, to] = buffer[:, :, kept].clone()
+            self.slots[..., to] = self.slots[..., kept].clone()
+            self.length = first + n
 
     def make_static(self, window: int | None = None) -> None:
         """Address the cache statically from now on (see the class): after a prefill of shared positions
@@ -205,6 +210,30 @@ def per_query_attention(q, k, v, ctx: PositionContext, scale: float):
     return y.flatten(1, 2).to(v.dtype)
 
 
+SCORES = 1 << 24  # merged_attention's scores in memory at once (64 MiB in float32): query rows per block
+
+
+def merged_attention(q, k, far_q, far_k, v, use_far, mask, scale: float):
+    """Attention whose score for each (query, key) pair comes from one of two passes: q and k rotated at their
+    own positions, or far_q and far_k rotated at those a context method shows far pairs (Self-Extend's groups,
+    ReRoPE's window ...), picked by use_far (T, S), then one softmax over the row; mask (1, T, S) holds -inf on
+    future and hidden keys. Query head h reads key head h // (H / nkv), as SDPA's enable_gqa. In blocks of
+    query rows, so the T x S scores of a long input are never in memory at once."""
+    B, H, T, _ = q.shape
+    dtype = torch.promote_types(q.dtype, torch.float32)  # bf16 scores would round the softmax
+    nkv, S = k.shape[1], k.shape[2]
+    q, far_q = (x.unflatten(1, (nkv, -1)).to(dtype) for x in (q, far_q))  # (B, nkv, H / nkv, T, hs)
+    k, far_k, v = (x.unsqueeze(2).to(dtype) for x in (k, far_k, v))  # (B, nkv, 1, S, hs)
+    rows = max(1, SCORES // (B * H * S))
+    out = []
+    for a in range(0, T, rows):
+        b = min(T, a + rows)
+        near, far = q[..., a:b, :] @ k.mT, far_q[..., a:b, :] @ far_k.mT  # (B, nkv, H / nkv, rows, S)
+        scores = torch.where(use_far[a:b], far, near) * scale + mask[0, a:b]
+        out.append(scores.softmax(-1) @ v)
+    return torch.cat(out, dim=-2).flatten(1, 2).to(v.dtype)  # (B, H, T, hs)
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig, layer: int):
         super().__init__()
@@ -220,23 +249,27 @@ class Attention(nn.Module):
         q = self.q_proj(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)     # (B, nh, T, hs)
         k = self.k_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, nkv, T, hs)
         v = self.v_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        if cache is not None and pe.dynamic:
+        if cache is not None and ctx.rotate_keys:
             k, v = cache.update(self.layer, k, v, ctx.q_pos)  # (B, nkv, S, hs) before rotation, S = cached + T
-            q, k = pe.rotate(q, k, ctx)
-        else:
-            q, k = pe.rotate(q, k, ctx)
-            if cache is not None:
-                k, v = cache.update(self.layer, k, v, ctx.q_pos)
-        y = self.attend(q, k, v, ctx, pe)  # (B, nh, T, hs)
+        far = None if ctx.far is None else pe.rotate(q, k, ctx.far)  # a context method's second rotation
+        q, k = pe.rotate(q, k, ctx)
+        if cache is not None and not ctx.rotate_keys:
+            k, v = cache.update(self.layer, k, v, ctx.q_pos)
+        y = self.attend(q, k, v, ctx, pe, far)  # (B, nh, T, hs)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, -1))
 
-    def attend(self, q, k, v, ctx: PositionContext, pe: PositionalEncoding):
+    def attend(self, q, k, v, ctx: PositionContext, pe: PositionalEncoding, far=None):
         T, S, hs = q.shape[-2], k.shape[-2], v.shape[-1]
         gqa = self.n_kv_heads != self.n_heads
         dropout = self.dropout if self.training else 0.0
         scale = self.head_dim ** -0.5
+        if ctx.q_scale is not None:  # log-n: each query row scaled by its own factor, before any bias
+            factor = ctx.q_scale.to(q.dtype)[:, None]  # (T, 1)
+            q, far = q * factor, None if far is None else (far[0] * factor, far[1])
         if ctx.per_query_keys:
             return per_query_attention(q, k, v, ctx, scale)
+        if far is not None:
+            return merged_attention(q, k, *far, v, ctx.use_far, ctx.bias, scale)
         if ctx.block_mask is not None and dropout == 0.0:  # GPT.forward set FlexAttention up
             return flex_attention(q, k, v, ctx, scale)
         if ctx.bias is not None:

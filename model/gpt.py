@@ -8,10 +8,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from config import ModelConfig, TrainConfig
+from config import ContextConfig, ModelConfig, TrainConfig
 
 from .attention import Attention, KVCache, causal_block_mask
-from .positions import PositionError, build_position
+from .context import build_context
+from .positions import PositionError, build_position, table_score_mod
 
 
 class RMSNorm(nn.Module):
@@ -62,6 +63,7 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.embed.weight  # tied
         self.flex = False  # use_flex_attention
+        self.context_method = None  # use_context_method
         # Token embeddings are scaled by sqrt(d) as in Vaswani et al.; additive encodings follow
         # the embedding-scale rule in model/positions.py.
         self.embed_scale = math.sqrt(cfg.d_model)
@@ -80,23 +82,41 @@ class GPT(nn.Module):
         CPU runs it too, for tests)."""
         self.flex = on
 
+    def use_context_method(self, context: ContextConfig | None):
+        """Apply a training-free context method (model/context.py) from now on, its defaults taken from this
+        model's training length (max_seq_len); None: plain attention. The caller has checked the method and
+        that it applies to this encoding and scaling (context.check_context, context.pairing_problem)."""
+        self.context_method = build_context(context, self.cfg.max_seq_len)
+
     def forward(self, idx, targets=None, positions=None, cache: KVCache | None = None, last_only=False):
         """idx (B, T) token ids -> logits (B, T, vocab) [or (B, 1, vocab) with last_only], loss.
 
         positions (T,), or (B, T) to give each sequence its own (train.positions), default to the next
         positions after the cache (0, 1, ... without one). The cache may be a sliding window
         (KVCache.trim): its positions stay absolute. With a static cache (KVCache.make_static) nothing is
-        read back from the device and each step of T tokens has the shapes of the one before.
+        read back from the device and each step of T tokens has the shapes of the one before. A context method
+        (use_context_method) needs positions shared by the sequences.
         """
         B, T = idx.shape
         positions, end, consecutive = self.place(T, idx.device, positions, cache)
+        method = self.context_method
+        if method is not None and positions.dim() != 1:
+            raise ValueError("a context method takes positions shared by every sequence, (T,)")
         k_pos = positions if cache is None else cache.extend(positions, end)
-        # keys rotated in attention: all of them, or only the new ones where the cache holds rotated keys
-        rot_pos = k_pos if self.position.dynamic else positions
+        # keys rotated in attention: all of them (cached before rotation: a dynamic scaling, a context method's
+        # far pass), or only the new ones where the cache holds rotated keys
+        rotate_keys = self.position.dynamic or (method is not None and method.maps_distances)
+        rot_pos = k_pos if rotate_keys else positions
         ctx = self.position.context(positions, k_pos, rot_pos, end, consecutive)  # once per forward, for every layer
+        ctx.rotate_keys = rotate_keys
+        if method is not None:
+            ctx.q_scale = method.query_scale(positions)
+            if method.changes_scores:
+                self.position.show(ctx, method, end)
         static = cache is not None and cache.static  # flex's block mask takes the queries to be the last T keys
-        if self.flex and not static and not (self.training and self.cfg.dropout):  # flex has no attention dropout
-            ctx.score_mod = self.position.score_mod(ctx)
+        # flex has no attention dropout, and a context method's two rotations are merged by the eager path
+        if self.flex and not static and not (self.training and self.cfg.dropout) and ctx.far is None:
+            ctx.score_mod = table_score_mod(ctx.bias) if ctx.bias is not None else self.position.score_mod(ctx)
             if ctx.score_mod is not None:
                 ctx.block_mask = causal_block_mask(T, k_pos.shape[-1], idx.device)
         x = self.position.embed(self.embed(idx) * self.embed_scale, positions)  # (B, T, C)

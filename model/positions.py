@@ -7,6 +7,9 @@ A scheme may act at three points, each a no-op by default, so the model never br
      bias for FlexAttention. ALiBi, linear in the key position, is folded into q and k instead of a
      T x S mask (`fold(q, k, ctx)`, an extra dimension of q and k); the learned biases (t5, kerple,
      fire) are built once per forward as a float mask `ctx.mask` (heads, T, S) that SDPA adds.
+A training-free context method (model/context.py) is applied by a fourth hook, `show(ctx, method, length)`:
+the score bias at the distances it shows (`bias_at`), -inf on the keys it hides, and for RoPE a second
+rotation of q and k at the positions it shows far pairs.
 Work that does not depend on the layer (RoPE's cos/sin, the frequencies of a dynamic scaling, a
 learned bias) is done once per forward in `context(q_pos, k_pos, rot_pos, length)` and shared by every
 layer. Positions are explicit integer tensors, so a KV cache, sliding-window evaluation and
@@ -69,10 +72,17 @@ class PositionContext:
     per_query_keys: bool = False
     score_mod: object = None  # with FlexAttention (GPT.use_flex_attention): the encoding's score_mod ...
     block_mask: object = None  # ... and the causal BlockMask of this forward's shape
+    rotate_keys: bool = False  # every key is rotated in this forward, so a KV cache holds them before rotation
+    # a context method (model/context.py): the second pass of RoPE, q and k at the positions it shows far
+    # pairs, and the (T, S) pairs scored by it; and factors (T,) multiplying the queries (log-n)
+    far: PositionContext | None = None
+    use_far: torch.Tensor | None = None
+    q_scale: torch.Tensor | None = None
 
 
 class PositionalEncoding(nn.Module):
     name = "base"
+    kind = "relative"  # how positions reach attention: relative, absolute (added to the tokens) or none (NoPE)
     max_positions: int | None = None  # None: any position works (quality aside)
     dynamic = False  # True: keys are cached before rotation, re-rotated at each length
 
@@ -96,25 +106,58 @@ class PositionalEncoding(nn.Module):
         """Additive bias of shape (n_heads, T, S), or None."""
         return None
 
+    def bias_at(self, distance, q_pos):
+        """The bias (H, T, S) at distances (T, S) >= 0 for queries at positions q_pos (T,) (or (B, H, T, S) for
+        (B, T, S) and (B, T)), or None for an encoding without one."""
+        return None
+
     def score_mod(self, ctx: PositionContext):
-        """The bias as a FlexAttention score_mod(score, b, h, q_idx, kv_idx), or None."""
+        """The bias as a FlexAttention score_mod(score, b, h, q_idx, kv_idx), or None; a bias built as the
+        float mask ctx.bias is read from it instead (GPT.forward, table_score_mod)."""
         return None
 
     def fold(self, q, k, ctx: PositionContext, scale: float):
         """q, k such that q.k * scale = the scores plus score_bias up to a constant per query row."""
         return q, k
 
+    def show(self, ctx: PositionContext, method, length) -> None:
+        """Apply a context method (model/context.py) to this forward's context, for every layer: the score bias
+        at the distances the method shows and -inf on the keys it hides, one float mask ctx.bias."""
+        q_pos, k_pos = ctx.q_pos, ctx.k_pos
+        bias = self.bias_at(method.distance(q_pos, k_pos).clamp(min=0), method.query_position(q_pos))
+        ctx.bias = hiding_mask(method.hidden(q_pos, k_pos), bias)
+
+
+def hiding_mask(hidden: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """(H or 1, T, S) float mask: the bias (zero where None) with -inf where `hidden` (T, S) holds."""
+    if bias is None:
+        bias = torch.zeros(1, *hidden.shape, device=hidden.device)
+    return bias.masked_fill(hidden, float("-inf"))
+
+
+def table_score_mod(bias: torch.Tensor):
+    """A FlexAttention score_mod adding a float mask (H or 1, T, S) or (B, H or 1, T, S) built before the layers
+    (the learned biases, or a context method's bias or hidden keys)."""
+    bias = bias if bias.dim() == 4 else bias[None]  # (1 or B, H or 1, T, S)
+    last, last_head = bias.shape[0] - 1, bias.shape[1] - 1  # 0: one mask for every sequence, or every head
+
+    def table_bias(score, b, h, q_idx, kv_idx):
+        return score + bias[torch.clamp(b, max=last), torch.clamp(h, max=last_head), q_idx, kv_idx]
+    return table_bias
+
 
 @register("nope")
 class NoPE(PositionalEncoding):
     """No positional information at all; the causal mask is the only source of order
     (Kazemnejad et al., arXiv 2305.19466). The control of every comparison."""
+    kind = "none"
 
 
 @register("learned")
 class Learned(PositionalEncoding):
     """A trained vector per absolute position (GPT-2), initialised at std init_std and added
     unscaled (see the embedding-scale rule above). Undefined past its table."""
+    kind = "absolute"
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
@@ -137,6 +180,7 @@ def sinusoid_table(positions: torch.Tensor, d: int) -> torch.Tensor:
 class Sinusoidal(PositionalEncoding):
     """Fixed sinusoids added to the embeddings, computed for any position and scaled to the
     tokens' initial RMS (the table's own RMS is 1/sqrt(2); see the embedding-scale rule above)."""
+    kind = "absolute"
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
@@ -192,6 +236,16 @@ class Rope(PositionalEncoding):
                                rope_angles(k_pos, inv_freq[:, None], factor[:, None]),  # (T, S, d/2)
                                per_query_keys=True)
 
+    def show(self, ctx, method, length):
+        """Under a context method that shows far pairs another distance: q and k rotated a second time at the
+        positions it shows them (ctx.far), the attention layer taking each pair's score from one rotation or the
+        other (ctx.use_far) before one softmax; and -inf on the keys it hides."""
+        ctx.bias = hiding_mask(method.hidden(ctx.q_pos, ctx.k_pos))
+        far = method.far(ctx.q_pos, ctx.k_pos)
+        if far is not None:
+            ctx.use_far, far_q, far_k = far
+            ctx.far = self.context(far_q, far_k, far_k, length)
+
     def rotate(self, q, k, ctx):
         if ctx.per_query_keys:
             k = k.unsqueeze(2)  # (B, nkv, 1, S, d), rotated into (B, nkv, T, S, d)
@@ -241,7 +295,9 @@ class Alibi(PositionalEncoding):
         self.register_buffer("slopes", alibi_slopes(cfg.n_heads), persistent=False)
 
     def score_bias(self, q_pos, k_pos):
-        distance = (q_pos[..., :, None] - k_pos[..., None, :]).float()  # (T, S) or (B, T, S)
+        return self.bias_at((q_pos[..., :, None] - k_pos[..., None, :]).float(), q_pos)  # (T, S) or (B, T, S)
+
+    def bias_at(self, distance, q_pos):
         return -self.slopes[:, None, None] * distance.unsqueeze(-3)  # (H, T, S) or (B, H, T, S)
 
     def score_mod(self, ctx):
@@ -269,7 +325,7 @@ class Alibi(PositionalEncoding):
 class LearnedBias(PositionalEncoding):
     """An encoding whose score bias is a learned function of the query and key positions, per head. It
     is built once per forward in `context` as ctx.bias, (heads, T, S) with -inf on future keys, and
-    added by SDPA as a float mask (or by FlexAttention, `score_mod`). One set of parameters serves every
+    added by SDPA as a float mask (or read by FlexAttention, `table_score_mod`). One set of parameters serves every
     layer, as T5 shares its bias (Raffel et al., arXiv 1910.10683, section 2.1).
 
     A bias that depends on the distance i - j only defines `distance_bias`, its values per head for a
@@ -282,7 +338,9 @@ class LearnedBias(PositionalEncoding):
         raise NotImplementedError
 
     def score_bias(self, q_pos, k_pos):
-        distance = causal_distance(q_pos, k_pos)  # (T, S) or (B, T, S)
+        return self.bias_at(causal_distance(q_pos, k_pos), q_pos)  # (T, S) or (B, T, S) distances
+
+    def bias_at(self, distance, q_pos):
         bias = self.distance_bias(distance.flatten()).view(-1, *distance.shape)  # (H, [B,] T, S)
         return bias if distance.dim() == 2 else bias.transpose(0, 1)
 
@@ -301,14 +359,6 @@ class LearnedBias(PositionalEncoding):
             return values.flip(-1).unfold(-1, S, 1).flip(-2)  # (H, T, S), flip copies
         future = (k_pos[..., None, :] > q_pos[..., :, None]).unsqueeze(-3)  # (1, T, S) or (B, 1, T, S)
         return self.score_bias(q_pos, k_pos).masked_fill(future, float("-inf"))
-
-    def score_mod(self, ctx):
-        bias = ctx.bias if ctx.bias.dim() == 4 else ctx.bias[None]  # (1 or B, H, T, S)
-        last = bias.shape[0] - 1  # 0: one mask for every sequence
-
-        def learned_bias(score, b, h, q_idx, kv_idx):
-            return score + bias[torch.clamp(b, max=last), h, q_idx, kv_idx]
-        return learned_bias
 
 
 def is_consecutive(positions: torch.Tensor) -> bool:
@@ -329,7 +379,9 @@ def causal_distance(q_pos, k_pos) -> torch.Tensor:
 def t5_bucket(distance: torch.Tensor, buckets: int, max_distance: int) -> torch.Tensor:
     """T5's causal relative-position bucket of each distance (Raffel et al., arXiv 1910.10683, section
     2.1): distances below buckets/2 have a bucket each, longer ones share buckets spaced
-    logarithmically up to max_distance, and every distance beyond falls in the last bucket."""
+    logarithmically up to max_distance, and every distance beyond falls in the last bucket. A fractional
+    distance (Leaky ReRoPE's) takes the bucket of its integer part."""
+    distance = distance.long()
     exact = buckets // 2
     spread = torch.log(distance.float().clamp(min=1) / exact) / math.log(max_distance / exact)
     far = exact + (spread * (buckets - exact)).long()
@@ -387,17 +439,17 @@ class Fire(LearnedBias):
         self.c = nn.Parameter(torch.tensor(0.1))
         self.threshold = nn.Parameter(torch.tensor(float(cfg.max_seq_len)))
 
-    def score_bias(self, q_pos, k_pos):
+    def bias_at(self, distance, q_pos):
         c, threshold = self.c.clamp(min=1e-3), self.threshold.clamp(min=1.0)
         f = self.mlp if torch.is_grad_enabled() else self.segments()
-        rows = max(1, self.chunk // (k_pos.numel() * self.hidden))
+        rows = max(1, self.chunk // (distance[..., :1, :].numel() * self.hidden))
         out = []
-        for start in range(0, q_pos.shape[-1], rows):
-            q = q_pos[..., start:start + rows]
-            normaliser = torch.log1p(c * torch.maximum(q.float(), threshold))[..., None]
-            out.append(f(torch.log1p(c * causal_distance(q, k_pos).float()) / normaliser))  # (H, [B,] rows, S)
+        for start in range(0, distance.shape[-2], rows):
+            normaliser = torch.log1p(c * torch.maximum(q_pos[..., start:start + rows].float(), threshold))[..., None]
+            psi = torch.log1p(c * distance[..., start:start + rows, :].float())
+            out.append(f(psi / normaliser))  # (H, [B,] rows, S)
         bias = torch.cat(out, dim=-2)
-        return bias if q_pos.dim() == 1 else bias.transpose(0, 1)
+        return bias if distance.dim() == 2 else bias.transpose(0, 1)
 
     def mask(self, q_pos, k_pos, consecutive=None):
         if (torch.is_grad_enabled() or torch.compiler.is_compiling() or q_pos.dim() != 1 or k_pos.dim() != 1
@@ -407,7 +459,7 @@ class Fire(LearnedBias):
         # sees, about half of the T x S pairs at long lengths (the rest stays -inf)
         T, S, rows = len(q_pos), len(k_pos), 256
         seen = int(q_pos[0] - k_pos[0]) + 1  # keys the first query sees
-        out = torch.full((self.w2.shape[0], T, S), float("-inf"), device=q_pos.device)
+        out = torch.full((self.w2.shape[0], T, S), float("-inf"), device=q_pos.device, dtype=self.w2.dtype)
         for start in range(0, T, rows):
             q, keys = q_pos[start:start + rows], k_pos[:min(S, seen + start + rows - 1)]
             future = (keys[None, :] > q[:, None])

@@ -35,6 +35,7 @@ class Method:
     hf_name: str | None  # transformers' rope_type, None where it has no equivalent
     needs_factor: bool  # s is the user's (dynamic-yarn takes it from the length)
     rule: Callable[[ScalingConfig], str | None] | None  # a relation between keys: what is wrong, or None
+    temperature: bool  # its attention factor sharpens the softmax for long inputs (as log-n scaling does)
 
 
 SCALINGS: dict[str, Method] = {}
@@ -42,9 +43,9 @@ COMMON_KEYS = ("type", "factor", "original_max_position_embeddings")
 
 
 def register(name: str, keys: dict[str, float | None] | None = None, dynamic: bool = False,
-             hf_name: str | None = None, needs_factor: bool = True, rule=None):
+             hf_name: str | None = None, needs_factor: bool = True, rule=None, temperature: bool = False):
     def wrap(fn):
-        SCALINGS[name] = Method(fn, keys or {}, dynamic, hf_name, needs_factor, rule)
+        SCALINGS[name] = Method(fn, keys or {}, dynamic, hf_name, needs_factor, rule, temperature)
         return fn
     return wrap
 
@@ -110,7 +111,7 @@ def yarn_rule(p: ScalingConfig) -> str | None:
     return None if setting(p, "beta_fast") > setting(p, "beta_slow") else "beta_fast must be above beta_slow"
 
 
-@register("yarn", keys=YARN_KEYS, hf_name="yarn", rule=yarn_rule)
+@register("yarn", keys=YARN_KEYS, hf_name="yarn", rule=yarn_rule, temperature=True)
 def _yarn(d, b, L, s, T, p, device):
     # YaRN (Peng et al., arXiv 2309.00071): pairs that rotate many times within L keep their
     # frequency (extrapolate), pairs slower than one rotation are interpolated by s, a linear ramp
@@ -128,7 +129,7 @@ def _yarn(d, b, L, s, T, p, device):
     return inv, (0.1 * math.log(s) + 1.0) if s > 1 else 1.0
 
 
-@register("dynamic-yarn", keys=YARN_KEYS, dynamic=True, needs_factor=False, rule=yarn_rule)
+@register("dynamic-yarn", keys=YARN_KEYS, dynamic=True, needs_factor=False, rule=yarn_rule, temperature=True)
 def _dynamic_yarn(d, b, L, s, T, p, device):
     # YaRN with the factor recomputed for the current length: s = max(1, T / L).
     return _yarn(d, b, L, at_least(T, L) / L, T, p, device)

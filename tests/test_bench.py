@@ -23,7 +23,11 @@ def test_bench_reports_training_evaluation_and_generation(tmp_path):
     assert alibi["train_tokens_per_s"] > 0 and [e["multiple"] for e in alibi["eval"]] == [1, 2, 8]
     assert all(g["tokens_per_s"] > 0 for g in alibi["generation"])
     assert [g["note"] for g in learned["generation"]] == ["", "n/a (past the learned table)"]
-    assert "Generation (batch 1, KV cache, eager model" in (tmp_path / "bench.md").read_text()
+    # attention sinks' rolling cache beside it, where the encoding is relative
+    assert all(g["tokens_per_s"] > 0 for g in alibi["generation_sinks"]) and "generation_sinks" not in learned
+    table = (tmp_path / "bench.md").read_text()
+    assert "Generation (batch 1, KV cache, eager model" in table
+    assert "| alibi, sinks |" in table and "| learned, sinks | n/a (absolute positions) |" in table
 
 
 def test_generation_is_timed_after_its_compilations():

@@ -66,6 +66,25 @@ def test_cached_decoding_equals_a_full_forward_pass(position, scaling, flex):
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("position, method", [("rope", "self-extend"), ("rope", "sinks"), ("alibi", "dca"),
+                                              ("t5", "sinks"), ("fire", "leaky-rerope"), ("kerple", "logn")])
+@torch.no_grad()
+def test_a_context_method_on_flex_equals_sdpa_and_decodes_as_a_full_pass(position, method):
+    # the method's bias read by FlexAttention (RoPE's two rotations merged eagerly), L = 16, 48 tokens
+    from config import ContextConfig
+    idx = batch(48)[0]
+    logits = []
+    for flex in (False, True):
+        model = model_on_cuda(position, max_seq_len=16, flex=flex).eval()
+        model.use_context_method(ContextConfig(method))
+        full, _ = model(idx)
+        cache = KVCache(model.cfg.n_layers)
+        steps = [model(idx[:, :9], cache=cache)[0]] + [model(idx[:, i:i + 1], cache=cache)[0] for i in range(9, 48)]
+        torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-4, rtol=1e-4)
+        logits.append(full)
+    torch.testing.assert_close(logits[1], logits[0], atol=1e-4, rtol=1e-4)
+
+
 @pytest.mark.parametrize("position", ["rope", "alibi"])
 def test_compiled_equals_eager(position):
     x, y = batch()

@@ -235,7 +235,7 @@ def test_probe_resume_measures_only_the_missing_cells(pair, tmp_path):
     _, hf = pair
     common = [hf, "--multiples", "", "--passkey-depths", "0.5", "--passkey-samples", "2", "--scaling", "none",
               "--device", "cpu", "--out", str(tmp_path)]
-    first = probe.main([*common, "--passkey-multiples", "1"])
-    rows = probe.main([*common, "--passkey-multiples", "1,2", "--resume"])
-    assert rows[:len(first)] == first and [r["length"] for r in rows[len(first):]] == [2 * L]
+    first = probe.main([*common, "--passkey-multiples", "2"])  # a cell measured before it stays skipped after it
+    rows = probe.main([*common, "--passkey-multiples", "1,2,3", "--resume"])
+    assert rows[:len(first)] == first and [r["length"] for r in rows[len(first):]] == [L, 3 * L]
     assert json.loads((tmp_path / "probes.json").read_text()) == rows

@@ -197,11 +197,10 @@ def plot_task_accuracy(by_length: dict, by_distance: dict, learned: dict, out_di
                 ax.set_ylim(-3, 103)
                 ax.grid(True, alpha=0.3)
                 ax.set_title(f"{task}: {'encodings and fine-tunes' if r == 0 else 'RoPE scalings'}", fontsize=9)
-                if r == 1:
-                    ax.set_xlabel(xlabel, fontsize=8)
             axes[r][0].set_ylabel("answer accuracy (%; mean over seeds, band: min to max)", fontsize=8)
             if axes[r][-1].get_legend_handles_labels()[0]:
                 axes[r][-1].legend(fontsize=6, loc="center left", bbox_to_anchor=(1.02, 0.5))
+        fig.supxlabel(xlabel, fontsize=9)  # once: under every column it overlaps its neighbours'
         fig.tight_layout()
         fig.savefig(out_dir / name, dpi=110)
         plt.close(fig)

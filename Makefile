@@ -100,17 +100,17 @@ RESUME ?=
 EVAL_RESUME := $(if $(RESUME),--resume)
 
 # The long-range task track: encodings and RoPE's 4x fine-tunes trained on data/tasks.py's tasks
-# (configs/tasks.yaml, L = 128), evaluated by eval.tasks at 1x-16x L with RoPE's scalings. A run of the recipe costs about 15 CPU-core minutes, so a seed keeps to 45 minutes with the
-# encodings the track's questions need: RoPE, ALiBi and NoPE (the recipe's three), T5 (Kazemnejad et al.
-# 2023 put NoPE and T5 first on copy) and RoPE's 4x fine-tunes.
+# (configs/tasks.yaml, L = 128), evaluated by eval.tasks at 1x-16x L with RoPE's scalings. A run of the recipe
+# costs about 26 CPU-core minutes (8,000 steps), so a seed takes about an hour with the encodings the
+# track's questions need: RoPE, ALiBi and NoPE (the recipe's three), T5 (Kazemnejad et al. 2023 put NoPE
+# and T5 first on copy) and RoPE's 4x fine-tunes.
 TASK_ENCODINGS ?= rope alibi nope t5
 TASK_RUNS ?= $(TASK_ENCODINGS) $(EXTENSIONS)
 extrapolation-tasks:
 	$(MAKE) task-eval STUDY=runs/tasks STUDY_CONFIG=configs/tasks.yaml EXTEND_CONFIG=configs/extend-4x-tasks.yaml \
 		STUDY_REPORT=reports/tasks RUNS="$(TASK_RUNS)"
 
-# Each static scaling at s = length / L; dynamic-yarn and llama3 stay in the text study, so that a seed
-# keeps to 45 minutes.
+# Each static scaling at s = length / L and dynamic NTK; dynamic-yarn and llama3 stay in the text study.
 TASK_SCALINGS ?= none,linear,ntk,dynamic,yarn
 task-eval: $(RUN_TARGETS)
 	$(RUN_PY) -m eval.tasks $(STUDY_RUNS) --scaling $(TASK_SCALINGS) --fixed-factors '' --out $(STUDY_REPORT) $(EVAL_RESUME)

@@ -1,6 +1,7 @@
 """Long-range tasks: sequences that can only be completed by reading back to a fact stated earlier.
 
-A data source like a text corpus (`data.source: tasks`, or `tasks:recall1,passkey1` for some of them),
+A data source like a text corpus (`data.source: tasks`, `tasks:recall1,passkey1` for some of them, or
+`tasks:copy,recall*3,passkey,recall1,passkey1` to draw recall three times as often as each other task),
 so training, resume, checkpoints, DDP, scalings and fine-tunes work unchanged. Every sequence is one
 task, chosen at random; its facts sit at random places in filler, so no fixed offset solves it, and the
 questions come at the end. Accuracy and validation loss count the answer tokens only (targets are -1
@@ -14,10 +15,14 @@ of (seed, step, index), like the text batches.
     passkey   a KEY marker and five distinct digits, once; at the end the marker again, answered by the
               digits (the passkey retrieval of Mohtashami & Jaggi, arXiv 2305.16300, used by the PI and YaRN
               papers; distinct, so that each digit names the next one without ambiguity)
-    recall1   8 pairs, each fused into one token (16 keys x 4 values), every key asked once at the end:
-              single-hop, the question needs no previous-token circuit, only attention from the key to the
-              token that holds it
+    recall1   8 pairs, each fused into one token (16 keys x 4 values), every key asked once at the end by a
+              question token of its own (ASKS): single-hop, the question needs no previous-token circuit,
+              only attention from the question to the token that holds it
     passkey1  one fused passkey token (one of 16) in the filler; at the end a QUERY marker, answered by it
+
+A question token names the rule that answers it: the induction tasks (copy, recall, passkey) ask with
+values, keys and KEY, the single-hop ones with ASKS and QUERY. Asked by the same key tokens, recall and
+recall1 competed for the same heads, and one of the two stayed unlearned on some seeds (reports/tasks).
 
 Two rules keep the measurement honest. Nothing near a question gives its answer away: every key is asked
 once, and the facts' alphabets never occur in the filler, so a solver that reads only the last k tokens
@@ -31,6 +36,7 @@ holds positions past L at distances seen in training (eval.tasks measures the tw
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -46,7 +52,8 @@ KEYS = np.arange(34, 50)      # 16 keys
 VALUES = np.arange(50, 66)    # 16 values, the only answers of every task; the first 10 are the passkey's digits
 PAIRS = 66                    # 66 + 4 * key + value: a key and one of 4 values in one token
 PASSES = 130                  # 130 + value: the passkey marker and one of 16 values in one token
-VOCAB_SIZE = 146
+ASKS = np.arange(146, 162)    # recall1's questions: key k asked by ASKS[k], not by KEYS[k] as recall asks it
+VOCAB_SIZE = 162
 
 VAL_SEED = 987_654_321  # validation sequences: the same for every run and seed
 FOLLOW = 0.75  # share of filler tokens that continue their chain
@@ -170,7 +177,7 @@ def single_hop_recall_task(rng, n, distances=None):
     starts = place(rng, n, TASKS["recall1"], distances)
     tokens[starts] = PAIRS + 4 * keys + values
     order, answers = ask_each_once(rng, n, 8)
-    tokens[answers - 1], tokens[answers] = KEYS[keys[order]], VALUES[values[order]]
+    tokens[answers - 1], tokens[answers] = ASKS[keys[order]], VALUES[values[order]]
     return Sample(tokens, answers, starts[order])
 
 
@@ -184,18 +191,35 @@ def single_hop_passkey_task(rng, n, distances=None):
     return Sample(tokens, np.array([n - 1]), np.array([p]))
 
 
-def task_names(source: str) -> list[str]:
-    """The tasks of a `tasks` or `tasks:a,b` source, in registry order; a UserError for an unknown name."""
+def task_mix(source: str) -> dict[str, float]:
+    """{task: weight} of a `tasks` or `tasks:a,b*3` source, in registry order: training draws each sequence's
+    task with probability proportional to its weight (1 unless `*W` follows the name); a UserError for an
+    unknown name, a name given twice or a weight that is not a positive number."""
     if not is_task_source(source):
         raise UserError(f"data.source {source!r} is not a task source (tasks or tasks:NAME,...)")
     if source == "tasks":
-        return list(TASKS)
-    names = [x.strip() for x in source.split(":", 1)[1].split(",") if x.strip()]
-    unknown = [x for x in names if x not in TASKS]
-    if unknown or not names:
-        raise UserError(f"data.source {source!r}: unknown task {unknown[0] if unknown else '(none given)'!r}; "
-                        f"choose from {', '.join(TASKS)} (e.g. tasks:recall1,passkey1, or tasks for all)")
-    return [t for t in TASKS if t in names]
+        return dict.fromkeys(TASKS, 1.0)
+    mix = {}
+    for item in source.split(":", 1)[1].split(","):
+        name, _, weight = (part.strip() for part in item.partition("*"))
+        if name not in TASKS:
+            raise UserError(f"data.source {source!r}: unknown task {name or '(none given)'!r}; choose from "
+                            f"{', '.join(TASKS)} (e.g. tasks:recall1,passkey1, tasks:copy,recall*3, or tasks for all)")
+        if name in mix:
+            raise UserError(f"data.source {source!r}: {name} is named twice; give it once, with its weight")
+        try:
+            mix[name] = float(weight or 1)
+        except ValueError:
+            mix[name] = math.nan
+        if not 0 < mix[name] < math.inf:
+            raise UserError(f"data.source {source!r}: the weight of {name} must be a positive number "
+                            f"(e.g. {name}*3), got {weight!r}")
+    return {t: mix[t] for t in TASKS if t in mix}
+
+
+def task_names(source: str) -> list[str]:
+    """The tasks of a task source, in registry order (see task_mix)."""
+    return list(task_mix(source))
 
 
 def sample(task: str, n_tokens: int, seed: int, index: int, distances: tuple[int, int] | None = None) -> Sample:
@@ -223,7 +247,10 @@ class TaskData:
     """A task source as training batches and validation batches, in the shape TokenData gives them."""
 
     def __init__(self, cfg: DataConfig):
-        self.tasks = task_names(cfg.source)
+        mix = task_mix(cfg.source)
+        self.tasks = list(mix)
+        weights = np.array(list(mix.values()))
+        self.p = None if (weights == weights[0]).all() else weights / weights.sum()  # None: uniform
         if cfg.vocab_size < VOCAB_SIZE:
             raise UserError(f"data.vocab_size must be at least {VOCAB_SIZE} for task sources (their vocabulary), "
                             f"got {cfg.vocab_size}")
@@ -236,7 +263,9 @@ class TaskData:
         samples = []
         for index in range(first, first + batch_size):
             global_index = step * batch_size * micro_steps * world_size + index
-            task = self.tasks[np.random.default_rng([seed, global_index]).integers(len(self.tasks))]
+            rng = np.random.default_rng([seed, global_index])
+            pick = rng.integers(len(self.tasks)) if self.p is None else rng.choice(len(self.tasks), p=self.p)
+            task = self.tasks[pick]
             samples.append(sample(task, seq_len + 1, seed, global_index))
         return to_batch(samples, filler_targets=True)
 

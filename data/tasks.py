@@ -263,11 +263,13 @@ class TaskData:
         samples = []
         for index in range(first, first + batch_size):
             global_index = step * batch_size * micro_steps * world_size + index
-            rng = np.random.default_rng([seed, global_index])
-            pick = rng.integers(len(self.tasks)) if self.p is None else rng.choice(len(self.tasks), p=self.p)
-            task = self.tasks[pick]
-            samples.append(sample(task, seq_len + 1, seed, global_index))
+            samples.append(sample(self.task_at(seed, global_index), seq_len + 1, seed, global_index))
         return to_batch(samples, filler_targets=True)
+
+    def task_at(self, seed: int, global_index: int) -> str:
+        """The task of a training sequence, drawn in proportion to the mix's weights."""
+        rng = np.random.default_rng([seed, global_index])
+        return self.tasks[rng.integers(len(self.tasks)) if self.p is None else rng.choice(len(self.tasks), p=self.p)]
 
     def validation(self, seq_len: int, max_tokens: int, batch_size: int) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
         """Fixed (task, x, y) batches, the same number of sequences for each task, about max_tokens in all."""

@@ -869,10 +869,15 @@ def test_the_recipe_on_seed_2_carries_rope_not_nope():
     assert f"{100 * recipe_log('x-l3h4-alibi-s1')[2250]['recall1']:.0f}" == "30"
 
 
+def first_learned(log: str, task: str) -> int | None:
+    """The first logged step from which the task stays at 90% or more to the end of the log (None: never)."""
+    steps = sorted(recipe_log(log).items())
+    return next((step for i, (step, _) in enumerate(steps) if all(acc[task] >= 0.9 for _, acc in steps[i:])), None)
+
+
 def learned_from(log: str) -> int:
     """The first logged step from which every task stays at 90% or more to the end of the log."""
-    steps = sorted(recipe_log(log).items())
-    return next(step for i, (step, _) in enumerate(steps) if all(v >= 0.9 for _, acc in steps[i:] for v in acc.values()))
+    return max(first_learned(log, task) for task in TASK_NAMES)
 
 
 def test_asked_alike_recall_and_recall1_held_each_other_back_asked_apart_both_learned():
@@ -937,11 +942,6 @@ def test_8000_steps_carry_alibi_through_all_five():
     assert [learned_from(table[r]["log"]) for r in (38, 39)] == [7250, 5750]
     assert all(table[r]["step"] == "8000" and "alibi" in table[r]["log"] for r in (38, 39))
 
-
-def first_learned(log: str, task: str) -> int | None:
-    """The first logged step from which the task stays at 90% or more to the end of the log (None: never)."""
-    steps = sorted(recipe_log(log).items())
-    return next((step for i, (step, _) in enumerate(steps) if all(acc[task] >= 0.9 for _, acc in steps[i:])), None)
 
 
 def test_status_of_the_committed_recipe():

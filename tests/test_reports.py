@@ -1038,7 +1038,7 @@ def test_the_table_at_L_is_the_results():
 
 
 def test_seed_6_what_each_encoding_learned():
-    says(README, "RoPE learns all five tasks at L, ALiBi all but `recall1` (37%), T5 all but `copy` and `recall`, NoPE "
+    says(README, "RoPE learned all five tasks at L, ALiBi all but `recall1` (37%), T5 all but `copy` and `recall`, NoPE "
                  "only the single-hop ones")
     assert learned_at_L("rope") == set(TASK_NAMES)
     assert learned_at_L("alibi") == set(TASK_NAMES) - {"recall1"} and pct(task_acc("alibi", "recall1", L)) == "37"

@@ -1007,8 +1007,9 @@ def band_acc(run: str, task: str, label: str = "none", length: int = X16, seed: 
 
 
 def learned_at_L(run: str, seed: int = 6) -> set[str]:
-    label, n = AT_L[run]
-    return {t for t in TASK_NAMES if task_acc(run, t, n, label, seed) >= 0.9}
+    """The tasks a run learned by eval.tasks' own rule (results.md's †), not a copy of it."""
+    from eval.tasks import learned
+    return {t for (r, s, t), ok in learned(TRACK_ROWS).items() if (r, s) == (run, seed) and ok}
 
 
 def test_the_track_is_every_run_of_every_seed_at_every_length_and_band():

@@ -1,10 +1,13 @@
-"""Merge reports measured apart (one folder per seed, each from its own GPU session) into one report.
+"""Merge reports measured apart (one folder per seed, each from its own GPU session; one per run of the task
+track, each evaluated as soon as it is trained) into one report.
 
     python -m eval.merge reports/extrapolation-gpu/seed* --out reports/extrapolation-gpu
+    python -m eval.merge reports/tasks runs/tasks/eval/seed7/* --out reports/tasks
 
-Each folder may hold eval.extrapolation's results.json and eval.probe's probes.json. The rows are
-concatenated (a measurement found twice: the later folder's wins) and the report is written as the
-evaluators write theirs: results.json, results.md and the plots, probes.json, probes.md, probes.png.
+Each folder may hold eval.extrapolation's results.json, eval.probe's probes.json, or eval.tasks'
+results.json.gz and training.json. The rows are concatenated (a measurement found twice: the later folder's
+wins) and the report is written as the evaluators write theirs: results.json, results.md and the plots,
+probes.json, probes.md, probes.png; for tasks results.json.gz, results.md, training.json and their plots.
 """
 from __future__ import annotations
 
@@ -14,12 +17,20 @@ from pathlib import Path
 
 from checkpoint import hold
 from config import ArgumentParser, UserError, run_cli
-from eval import probe
+from eval import probe, tasks
 from eval.extrapolation import measurement_key, previous_rows, write_report
 
 
 def probe_key(r: dict) -> tuple:
     return r["run"], r["seed"], r["scaling"], r["probe"], r.get("distance"), r.get("length"), r.get("depth")
+
+
+def task_key(r: dict) -> tuple:
+    return *tasks.measurement_key(r), r["distance"]  # a measurement has a row per distance band
+
+
+def training_key(r: dict) -> tuple:
+    return r["task"], r["run"], r["seed"], r["step"]
 
 
 def merged(folders: list[Path], name: str, tool: str, field: str, key) -> list[dict]:
@@ -45,18 +56,23 @@ def main(argv=None):
             raise UserError(f"--out {args.out} is a file, not a folder")
         held.enter_context(hold(args.out, "eval.merge"))  # one evaluation writes a folder at a time
         rows = (merged(args.folders, "results.json", "eval.extrapolation", "ppl", measurement_key),
-                merged(args.folders, "probes.json", "eval.probe", "probe", probe_key))
-        if not any(rows):
-            raise UserError("no results.json or probes.json in these folders")
+                merged(args.folders, "probes.json", "eval.probe", "probe", probe_key),
+                merged(args.folders, tasks.RESULTS, "eval.tasks", "accuracy", task_key),
+                merged(args.folders, "training.json", "eval.tasks training", "accuracy", training_key))
+        if not any(rows[:3]):
+            raise UserError(f"no results.json, probes.json or {tasks.RESULTS} in these folders")
         return rows
     with held:
-        results, probes = run_cli(read)
+        results, probes, task_rows, training = run_cli(read)
         if results:
             write_report(results, args.out)
         if probes:
             probe.write_report(probes, args.out)
-    seeds = sorted({r["seed"] for r in results + probes})
-    print(f"wrote {args.out}: {len(results)} perplexity rows, {len(probes)} probe rows, seeds {seeds}")
+        if task_rows:
+            tasks.write_report(task_rows, training, args.out)
+    seeds = sorted({r["seed"] for r in results + probes + task_rows})
+    print(f"wrote {args.out}: {len(results)} perplexity rows, {len(probes)} probe rows, {len(task_rows)} task rows, "
+          f"seeds {seeds}")
 
 
 if __name__ == "__main__":

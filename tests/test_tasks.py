@@ -2,6 +2,8 @@
 and eval.tasks' rows by length, distance band, scaling and fine-tune."""
 import gzip
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -281,6 +283,35 @@ def test_eval_tasks_rows_by_length_band_and_scaling(task_runs, tmp_path):
     assert "| rope † | none |" in text  # six steps learn nothing: marked as not learned
     for name in ("accuracy_vs_length.png", "accuracy_vs_distance.png", "training.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_runs_evaluated_apart_and_merged_give_the_joint_report(task_runs, tmp_path):
+    """make task-eval evaluates each run as soon as it is trained, then merges the folders (eval.merge)."""
+    from eval import merge
+    names = ("rope", "learned", "rope-yarn")
+    common = ["--multiples", "1,2", "--scaling", "none,yarn", "--samples", "2", "--device", "cpu"]
+    eval_tasks.main([str(task_runs / n) for n in names] + common + ["--out", str(tmp_path / "joint")])
+    for n in names:
+        eval_tasks.main([str(task_runs / n), *common, "--out", str(tmp_path / "apart" / n)])
+    merge.main([str(tmp_path / "apart" / n) for n in names] + ["--out", str(tmp_path / "merged")])
+    for name in ("results.json.gz", "training.json", "results.md"):
+        assert (tmp_path / "merged" / name).read_bytes() == (tmp_path / "joint" / name).read_bytes(), name
+    assert (tmp_path / "merged" / "accuracy_vs_distance.png").is_file()
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_evaluates_each_run_once_trained_then_merges():
+    out = subprocess.run(["make", "--no-print-directory", "-n", "extrapolation-tasks", "SEED_NUMBERS=7", "RESUME=1"],
+                         cwd=REPO, capture_output=True, text=True, check=True).stdout  # -n runs the inner make dry too
+    lines = " ".join(out.replace("\\\n", " ").split())
+    runs = ("rope", "alibi", "nope", "rope-pi", "rope-yarn", "rope-continued")  # T5 only where TASK_ENCODINGS asks
+    for run in runs:
+        assert (f"-m eval.tasks runs/tasks/seed7/{run} --scaling none,linear,ntk,dynamic,yarn --fixed-factors '' "
+                f"--out runs/tasks/eval/seed7/{run} --resume") in lines
+        assert lines.index(f"run.name={run} ") < lines.index(f"--out runs/tasks/eval/seed7/{run} ")
+    folders = " ".join(f"runs/tasks/eval/seed7/{run}" for run in runs)
+    assert f"-m eval.merge reports/tasks {folders} --out reports/tasks" in lines
+    assert "seed7/t5" not in lines
 
 
 def test_pooled_accuracy_weights_the_bands_by_their_answers():

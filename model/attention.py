@@ -167,12 +167,12 @@ def compiled_flex(device_type: str):
     return _flex_kernels[device_type]
 
 
-@torch.compiler.disable  # under torch.compile(model): one graph break per forward, never a trace
 @functools.lru_cache(maxsize=64)
 def causal_block_mask(T: int, S: int, device: torch.device):
     """FlexAttention's block mask for queries at positions S-T .. S-1 over keys 0 .. S-1, built once per
-    shape (building it launches work on the device). Built by GPT.forward before the layers: traced
-    inside a compiled model, its creation and caching would break the guards and recompile the model."""
+    shape (building it launches work on the device). Built by GPT.forward before the layers, through
+    torch.compiler.disable (GPT.use_flex_attention): traced inside a compiled model, its creation and caching
+    would break the guards and recompile the model."""
     from torch.nn.attention.flex_attention import create_block_mask
     offset = S - T
 

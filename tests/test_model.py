@@ -113,6 +113,19 @@ def test_a_compiled_flex_model_does_not_recompile_after_its_first_step(monkeypat
     assert len(calls) == model.cfg.n_layers
 
 
+def test_the_commands_import_the_model_without_torch_dynamo():
+    """torch._dynamo takes seconds to import: the model wraps its flex block mask in torch.compiler.disable when
+    flex is switched on (GPT.use_flex_attention), not at import, so train.py, generate.py and the evaluators
+    start without it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    code = "import sys, train, generate, eval.tasks, eval.extrapolation; print('torch._dynamo' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
 @pytest.mark.parametrize("position", ALL)
 @pytest.mark.parametrize("own_positions", [False, True])
 def test_a_compiled_training_step_is_one_graph_without_host_reads(position, own_positions):

@@ -912,7 +912,7 @@ def test_nope_learned_no_induction_task_under_any_recipe():
          "of the track's seeds below, seed 7 learned `passkey`, and none `copy` or `recall`, so at this scale the track "
          "has nothing to say about NoPE past L on those two")
     assert never_learned((13, 16, 17, 23, 25, 42), INDUCTION)
-    assert [learned_at_L("nope", s) & set(INDUCTION) for s in TRACK_SEEDS] == [set(), {"passkey"}]
+    assert [learned_at_L("nope", s) & set(INDUCTION) for s in TRACK_SEEDS] == [set(), {"passkey"}, set()]
     assert all("nope" in recipe_table()[r]["log"] for r in (13, 16, 17, 23, 25, 42))
 
 
@@ -987,7 +987,7 @@ def track_results():
 
 
 TRACK_ROWS, TRACK_POOLED = track_results()
-TRACK_SEEDS = (6, 7)
+TRACK_SEEDS = (6, 7, 8)
 TRAINING = json.loads((TASK_REPORT / "training.json").read_text())
 AT_L = {"rope": ("none", L), "alibi": ("none", L), "nope": ("none", L), "t5": ("none", L),
         "rope-pi": ("linear (fine-tuned)", X4), "rope-yarn": ("yarn (fine-tuned)", X4),
@@ -1053,26 +1053,32 @@ def per_seed(values) -> str:
 
 
 def test_what_each_encoding_learned():
-    recall1 = [pct(task_acc("alibi", "recall1", L, seed=s)) for s in TRACK_SEEDS]
-    says(TASKS_PAGE, "RoPE learned all five tasks at L in both seeds, ALiBi all but `recall1` "
-                     f"({per_seed(recall1)}), NoPE the single-hop ones and, on seed 7, `passkey`",
+    says(TASKS_PAGE, "RoPE learned all five tasks at L in every seed. ALiBi learned four: all but `recall1` on seeds 6 "
+                     f"and 7 ({per_seed([pct(task_acc('alibi', 'recall1', L, seed=s)) for s in (6, 7)])}), all but `copy` "
+                     f"on seed 8 ({pct(task_acc('alibi', 'copy', L, seed=8))}%, where its validation during training gave "
+                     f"{pct(final_validation('alibi', 8)['copy'])}%). NoPE learned the single-hop ones and, on seed 7, `passkey`",
          "T5 (seed 6) all but `copy` and `recall`")
+    assert [set(TASK_NAMES) - learned_at_L("alibi", s) for s in TRACK_SEEDS] == [{"recall1"}, {"recall1"}, {"copy"}]
     for seed in TRACK_SEEDS:
         assert learned_at_L("rope", seed) == set(TASK_NAMES)
-        assert learned_at_L("alibi", seed) == set(TASK_NAMES) - {"recall1"}
-    assert [learned_at_L("nope", s) for s in TRACK_SEEDS] == [set(SINGLE_HOP), {*SINGLE_HOP, "passkey"}]
+    assert [learned_at_L("nope", s) for s in TRACK_SEEDS] == [set(SINGLE_HOP), {*SINGLE_HOP, "passkey"}, set(SINGLE_HOP)]
     assert learned_at_L("t5") == set(TASK_NAMES) - {"copy", "recall"}
-    assert len(TRACK_SEEDS) == 2  # "both seeds"
-    says(README, f"RoPE learned all five tasks at L in both, ALiBi all but `recall1` ({per_seed(recall1)}), NoPE the "
-                 "single-hop ones (and `passkey` on 7)")
+    says(README, "RoPE learned all five tasks at L in every seed, ALiBi four (not `recall1` on 6 and 7, `copy` on 8), NoPE "
+                 "the single-hop ones (and `passkey` on 7)")
+
+
+def final_validation(run: str, seed: int) -> dict[str, float]:
+    """A run's validation accuracy by task at its last step (training.json, from metrics.jsonl)."""
+    last = max(r["step"] for r in TRAINING if (r["run"], r["seed"]) == (run, seed))
+    return {r["task"]: r["accuracy"] for r in TRAINING if (r["run"], r["seed"], r["step"]) == (run, seed, last)}
 
 
 def test_the_same_seed_learned_differently_in_the_search():
     says(TASKS_PAGE, "ALiBi on seed 6 learned all five tasks in row 39; in the track it left `recall1` at 33% at step "
                      "8,000 (its curve sits at 20-36% from step 250 on)",
          "(step 250: RoPE's `copy` 10% here, 7% in row 40)",
-         "with seed 7's, ALiBi has missed `recall1` in three of the recipe's six ALiBi runs (rows 41 and the track's "
-         "seeds 6 and 7; rows 38, 39 and 43 learned it)")
+         "with seeds 7 and 8, ALiBi has missed `recall1` in three of the recipe's seven ALiBi runs (rows 41 and the "
+         "track's seeds 6 and 7; rows 38, 39 and 43 and the track's seed 8 learned it)")
     table = recipe_table()
     assert table[39]["log"] == "recall3-8k-alibi-s6" and all(v >= 0.9 for v in final(39).values())
     curve = {r["step"]: r["accuracy"] for r in TRAINING if (r["run"], r["seed"], r["task"]) == ("alibi", 6, "recall1")}
@@ -1083,55 +1089,57 @@ def test_the_same_seed_learned_differently_in_the_search():
     assert table[40]["log"] == "recall3-8k-rope-s6"
     missed = {r: final(r)["recall1"] < 0.9 for r in (38, 39, 41, 43)}
     assert missed == {38: False, 39: False, 41: True, 43: False} and all("alibi" in table[r]["log"] for r in missed)
-    assert [("recall1" in learned_at_L("alibi", s)) for s in TRACK_SEEDS] == [False, False]
+    assert [("recall1" in learned_at_L("alibi", s)) for s in TRACK_SEEDS] == [False, False, True]
 
 
 def test_rope_fails_past_L_at_trained_distances_too():
-    says(TASKS_PAGE, "At 16x L its `copy`, `recall` and `passkey` are at 13% or less in both seeds",
+    says(TASKS_PAGE, "At 16x L its `copy`, `recall` and `passkey` are at 17% or less in every seed",
          "are copied 100% at L and " + per_seed([pct(band_acc("rope", "copy", length=X4, seed=s)[0]) for s in TRACK_SEEDS])
-         + " in a sequence of 4x L")
+         + " in a sequence of 4x L (seeds 6, 7 and 8)")
     for seed in TRACK_SEEDS:
-        assert max(task_acc("rope", t, X16, seed=seed) for t in INDUCTION) < 0.135
+        assert max(task_acc("rope", t, X16, seed=seed) for t in INDUCTION) < 0.175
         assert pct(band_acc("rope", "copy", length=L, seed=seed)[0]) == "100"
-        assert band_acc("rope", "copy", length=X4, seed=seed)[0] < 0.2  # distances up to L only: seen in training
+        assert band_acc("rope", "copy", length=X4, seed=seed)[0] < 0.4  # distances up to L only: seen in training
 
 
 def test_training_free_yarn_carries_rope_to_16x():
     yarn = SCALED["yarn"]
     at_16x = {s: [pct(task_acc("rope", t, X16, yarn, s)) for t in TASK_NAMES] for s in TRACK_SEEDS}
-    says(TASKS_PAGE, "78% or more on every task at 2,048 tokens in both seeds (seed 6: `copy` 78%, `recall` 85%, "
-                     "`passkey` 79%; seed 7: 96-100%), where PI (linear, s = length/L) falls to "
+    says(TASKS_PAGE, "78% or more on every task at 2,048 tokens in every seed (seed 6: `copy` 78%, `recall` 85%, "
+                     "`passkey` 79%; seeds 7 and 8: 96-100%), where PI (linear, s = length/L) falls to "
                      + per_seed([pct(task_acc("rope", "copy", X2, SCALED["linear"], s)) for s in TRACK_SEEDS])
-                     + " on `copy` at 2x already, and NTK and dynamic NTK to 13% or less on `copy` at 16x")
+                     + " on `copy` at 2x already, and NTK and dynamic NTK to 20% or less on `copy` at 16x")
     assert at_16x[6][:3] == ["78", "85", "79"] and min(map(int, at_16x[6])) == 78
-    assert [min(map(int, at_16x[7])), max(map(int, at_16x[7]))] == [96, 100]
-    for seed in TRACK_SEEDS:
-        assert max(task_acc("rope", "copy", X16, SCALED[m], seed) for m in ("ntk", "dynamic")) < 0.135
-    says(README, "At 16x L training-free YaRN keeps RoPE at 78% or more on every task in both seeds, where unscaled RoPE "
-                 "falls to 13% or less on `copy`, `recall` and `passkey`; ALiBi keeps `copy` at 73-75%")
+    later = [int(v) for s in (7, 8) for v in at_16x[s]]
+    assert [min(later), max(later)] == [96, 100]
+    assert max(int(pct(task_acc("rope", "copy", X16, SCALED[m], s))) for m in ("ntk", "dynamic") for s in TRACK_SEEDS) == 20
+    says(README, "At 16x L training-free YaRN keeps RoPE at 78% or more on every task in every seed, where unscaled RoPE "
+                 "falls to 17% or less on `copy`, `recall` and `passkey`; ALiBi keeps `copy` at 68-75%")
     # the unscaled and ALiBi halves are test_rope_fails_past_L_at_trained_distances_too's and test_alibi_reads_back...
 
 
 def test_alibi_reads_back_farther_than_trained_then_fades():
-    says(TASKS_PAGE, "`copy` 94% or more to 4x L and 73-75% at 16x in both seeds, 20-21% for the facts 1,024-2,048 "
-                     "tokens back")
-    at_16x = sorted(pct(task_acc("alibi", "copy", X16, seed=s)) for s in TRACK_SEEDS)
-    far = sorted(pct(band_acc("alibi", "copy", seed=s)[-1]) for s in TRACK_SEEDS)
-    assert [at_16x[0], at_16x[-1], far[0], far[-1]] == ["73", "75", "20", "21"]
-    assert min(task_acc("alibi", "copy", n, seed=s) for n in (L, X2, X4) for s in TRACK_SEEDS) >= 0.935
+    says(TASKS_PAGE, "`copy` at 2x and 4x L within 3 points of its value at L or above it, 68-75% at 16x in every seed, "
+                     "and 8-21% for the facts 1,024-2,048 tokens back")
+    at_16x = sorted(int(pct(task_acc("alibi", "copy", X16, seed=s))) for s in TRACK_SEEDS)
+    far = sorted(int(pct(band_acc("alibi", "copy", seed=s)[-1])) for s in TRACK_SEEDS)
+    assert [at_16x[0], at_16x[-1], far[0], far[-1]] == [68, 75, 8, 21]
+    for seed in TRACK_SEEDS:
+        at_L = task_acc("alibi", "copy", L, seed=seed)
+        assert min(task_acc("alibi", "copy", n, seed=seed) for n in (X2, X4)) >= at_L - 0.03
 
 
 def test_the_yarn_fine_tune_works_at_the_one_length_it_was_fine_tuned_at():
     yarn, pi, control = (AT_L[r][0] for r in ("rope-yarn", "rope-pi", "rope-continued"))
     near = {s: {n: band_acc("rope-yarn", "copy", yarn, n, s)[0] for n in (L, X2, X4, X8, X16)} for s in TRACK_SEEDS}
     says(TASKS_PAGE, "It copies the facts within L of the question "
-         + per_seed([pct(near[s][X4]) for s in TRACK_SEEDS]) + " in a 512-token sequence (seeds 6 and 7) and 33% or "
-         "less at every other length, 128 to 2,048 tokens. PI's fine-tune did not learn `copy` at 4x L ("
+         + per_seed([pct(near[s][X4]) for s in TRACK_SEEDS]) + " in a 512-token sequence (seeds 6, 7 and 8) and 25% "
+         "or less in the shorter ones, 128 and 256 tokens. PI's fine-tune did not learn `copy` at 4x L ("
          + per_seed([pct(task_acc("rope-pi", "copy", X4, pi, s)) for s in TRACK_SEEDS]) + "). The control, continued "
          "without a scaling, copies such facts " + per_seed([pct(band_acc("rope-continued", "copy", control, L, s)[0])
                                                               for s in TRACK_SEEDS]) + " at 128 tokens")
     for seed in TRACK_SEEDS:
-        assert near[seed][X4] >= 0.985 and max(a for n, a in near[seed].items() if n != X4) < 0.335
+        assert near[seed][X4] >= 0.985 and max(near[seed][L], near[seed][X2]) < 0.255
         assert "copy" not in learned_at_L("rope-pi", seed)
 
 
@@ -1148,27 +1156,27 @@ def test_a_far_back_anchor():
          f"ALiBi under the same hiding keeps `copy` at {quoted('window64', 'alibi', 'copy')}",
          f"`copy` {quoted('window448', 'rope-yarn', 'copy')} on the facts within L, from "
          + per_seed([pct(band_acc("rope-yarn", "copy", AT_L["rope-yarn"][0], X4, s)[0]) for s in TRACK_SEEDS]),
-         f"gives {quoted('sinks64', 'rope-yarn', 'copy')}. The control keeps 99% under either")
+         f"gives {quoted('sinks64', 'rope-yarn', 'copy')}. The control keeps 99% or more under either")
     says(README, f"with keys 64 or more tokens back hidden, RoPE's `copy` at L falls to {quoted('window64', 'rope', 'copy')}, "
                  f"ALiBi's to {quoted('window64', 'alibi', 'copy')}")
     for seed in TRACK_SEEDS:
         rows = previous_rows(TASK_REPORT / "anchor" / "window64" / "results.json.gz", "eval.tasks", "accuracy")
         assert {r["context"]["window"] for r in rows} == {64} and {r["context"]["sinks"] for r in rows} == {0}
         assert max(anchor_acc("window64", "rope", t, seed) for t in ("copy", "passkey")) < 0.2  # from 100%
-        assert anchor_acc("window64", "alibi", "copy", seed) > 0.7
+        assert anchor_acc("window64", "alibi", "copy", seed) > 0.6
         for setting in ("window448", "sinks64"):
             assert anchor_acc(setting, "rope-yarn", "copy", seed) < 0.45
-            assert pct(anchor_acc(setting, "rope-continued", "copy", seed)) == "99"
+            assert anchor_acc(setting, "rope-continued", "copy", seed) >= 0.985
 
 
 def test_copy_beside_kazemnejad():
     def copy(run, n, label="none"):
         return per_seed([pct(task_acc(run, "copy", n, label, s)) for s in TRACK_SEEDS])
-    says(TASKS_PAGE, f"Neither of their two best encodings learned `copy` at L (NoPE {copy('nope', L)} on seeds 6 and 7, "
+    says(TASKS_PAGE, f"Neither of their two best encodings learned `copy` at L (NoPE {copy('nope', L)} on seeds 6, 7 and 8, "
                      "T5 77% on seed 6)",
-         "ALiBi keeps `copy` at 94% or more to 4x L without a scaling in both seeds and RoPE has fallen by 4x "
+         "ALiBi keeps `copy` to 4x L without a scaling in every seed (within 3 points of L or above it) and RoPE has fallen "
+         "by 4x "
          f"({copy('rope', X4)}; {copy('rope', X16)} at 16x)", f"RoPE copies {copy('rope', X16, SCALED['yarn'])} at 16x")
     assert pct(task_acc("t5", "copy", L)) == "77" and "copy" not in learned_at_L("t5")
     assert not any("copy" in learned_at_L("nope", s) for s in TRACK_SEEDS)
-    assert min(task_acc("alibi", "copy", n, seed=s) for n in (L, X2, X4) for s in TRACK_SEEDS) >= 0.935
-    assert all(task_acc("rope", "copy", X4, seed=s) < 0.25 for s in TRACK_SEEDS)
+    assert all(task_acc("rope", "copy", X4, seed=s) < 0.35 for s in TRACK_SEEDS)  # ALiBi's: test_alibi_reads_back...

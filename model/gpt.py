@@ -62,8 +62,7 @@ class GPT(nn.Module):
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.embed.weight  # tied
-        self.flex = False  # use_flex_attention
-        self.block_mask = None
+        self.flex_block_mask = None  # use_flex_attention: FlexAttention on where set
         self.context_method = None  # use_context_method
         # Token embeddings are scaled by sqrt(d) as in Vaswani et al.; additive encodings follow
         # the embedding-scale rule in model/positions.py.
@@ -81,11 +80,10 @@ class GPT(nn.Module):
     def use_flex_attention(self, on: bool = True):
         """Route score-modifying encodings (ALiBi, t5, kerple, fire) through FlexAttention (on CUDA; the
         CPU runs it too, for tests)."""
-        self.flex = on
         # Under torch.compile(model) the mask is built outside the graph: one graph break per forward, never
         # a trace. Wrapped here, not where it is defined: the wrapper imports torch._dynamo, which takes
         # seconds of every command's start.
-        self.block_mask = torch.compiler.disable(causal_block_mask) if on else None
+        self.flex_block_mask = torch.compiler.disable(causal_block_mask) if on else None
 
     def use_context_method(self, context: ContextConfig | None):
         """Apply a training-free context method (model/context.py) from now on, its defaults taken from this
@@ -120,10 +118,11 @@ class GPT(nn.Module):
                 self.position.show(ctx, method, end)
         static = cache is not None and cache.static  # flex's block mask takes the queries to be the last T keys
         # flex has no attention dropout, and a context method's two rotations are merged by the eager path
-        if self.flex and not static and not (self.training and self.cfg.dropout) and ctx.far is None:
+        flex = self.flex_block_mask is not None
+        if flex and not static and not (self.training and self.cfg.dropout) and ctx.far is None:
             ctx.score_mod = table_score_mod(ctx.bias) if ctx.bias is not None else self.position.score_mod(ctx)
             if ctx.score_mod is not None:
-                ctx.block_mask = self.block_mask(T, k_pos.shape[-1], idx.device)
+                ctx.block_mask = self.flex_block_mask(T, k_pos.shape[-1], idx.device)
         x = self.position.embed(self.embed(idx) * self.embed_scale, positions)  # (B, T, C)
         for block in self.blocks:
             x = block(x, ctx, self.position, cache)

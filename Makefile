@@ -10,7 +10,7 @@ TORCH ?= torch==2.13.0
 MARKER := $(VENV)/.installed-$(shell printf '%s' '$(TORCH)' | md5sum | cut -c1-12)
 
 .PHONY: install demo test extrapolation extrapolation-tasks task-anchor study-eval study-probe task-eval visualize clean \
-	smollm2 smollm2-report gpu-data gpu-check gpu-tests-bench gpu-profile gpu-bench-peer gpu-study-train gpu-study-extend gpu-study-eval gpu-study-merge gpu-minimind
+	smollm2 smollm2-report gpu-data gpu-check gpu-tests-bench gpu-profile gpu-bench-peer gpu-study-budget gpu-study gpu-study-merge gpu-minimind
 
 $(MARKER): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -188,19 +188,15 @@ GPU_BENCH ?= reports/bench/gpu
 GPU_STUDY ?= runs/study-gpu
 GPU_REPORT ?= reports/extrapolation-gpu
 SEED ?= 1
-# The GPU study trains the five encodings and the three 4x fine-tunes of RoPE (configs/study-gpu.yaml,
-# 26M parameters, L = 256); the CPU study's other runs do not fit a seed into the GPU sessions' time.
-GPU_ENCODINGS ?= learned sinusoidal rope alibi nope
-GPU_SEED_DIR = $(GPU_STUDY)/seed$(SEED)
-GPU_TRAIN = $(GPU_PY) train.py run.out_dir=$(GPU_SEED_DIR) run.seed=$(SEED) data.source=$(GPU_DATA) --resume
-GPU_RUNS = $(addprefix $(GPU_SEED_DIR)/,$(GPU_ENCODINGS) rope-pi rope-yarn rope-continued)
+ALLOW_CPU ?=  # 1: a piece runs without CUDA (the tests run the study's pieces on the CPU with a shrunken model)
+GPU_ARGS ?=  # overrides for every run of the GPU study
 
 gpu-data:
 	test -d ../shared/corpora/gutenberg || { echo "error: ../shared/corpora/gutenberg is not beside this checkout"; exit 2; }
 	mkdir -p $(GPU_DATA) && cp -r ../shared/corpora/gutenberg/. $(GPU_DATA)/
 
 gpu-check:
-	@$(GPU_PY) -c "import sys, torch; torch.cuda.is_available() or sys.exit('error: this piece needs a CUDA GPU; torch sees none here')"
+	@$(if $(ALLOW_CPU),true,$(GPU_PY) -c "import sys, torch; torch.cuda.is_available() or sys.exit('error: this piece needs a CUDA GPU; torch sees none here')")
 	@test -d $(GPU_DATA) || { echo "error: $(GPU_DATA) is missing: run make gpu-data here, and carry .gpu-data"; exit 2; }
 
 # The CUDA path tests, then the benchmark on GPT-2 small's shape for rope and alibi (about 7 minutes on an H100).
@@ -220,25 +216,52 @@ gpu-bench-peer: gpu-check
 	$(GPU_PY) -m eval.bench --config configs/gpt2-124m.yaml --positions rope --multiples 1,32 --peer transformers \
 		--out $(GPU_BENCH)/peer
 
-# One seed in pieces, run in turn on one machine (the checkpoints are too large to come back): the
-# encodings (GPU_ENCODINGS="learned sinusoidal rope", then "alibi nope": each run is about 2-3 minutes);
-# the fine-tunes; the evaluation, probes and training curves into $(GPU_REPORT)/seed$(SEED).
-gpu-study-train: gpu-check
+# The GPU study (configs/study-gpu.yaml: 26M parameters, L = 256), each piece one device command; the
+# checkpoints are too large to come back, so a seed is trained and evaluated in one piece.
+# First, once, the token budget from the data: RoPE and sinusoidal trained side by side for 100M tokens
+# (3,052 steps), validated every 100 steps; the study's budget (configs/study-gpu.yaml's max_steps) is the
+# first step at which both are within 1% of their lowest validation loss ("budget: N steps" in
+# $(GPU_REPORT)/budget/training.md, the curves beside it).
+GPU_BUDGET_DIR = $(GPU_STUDY)/budget
+GPU_BUDGET_STEPS ?= 3052
+gpu-study-budget: gpu-check
 	$(GPU_PY) -m data.prepare --config configs/study-gpu.yaml data.source=$(GPU_DATA)
-	for p in $(GPU_ENCODINGS); do $(GPU_TRAIN) --config configs/study-gpu.yaml run.name=$$p model.position.type=$$p; done
+	$(MAKE) -j2 gpu-budget/rope gpu-budget/sinusoidal
+	$(GPU_PY) -m eval.summary $(GPU_BUDGET_DIR)/rope $(GPU_BUDGET_DIR)/sinusoidal --budget 0.01 \
+		--out $(GPU_REPORT)/budget/training.md
 
-gpu-study-extend: gpu-check
-	$(GPU_TRAIN) --config configs/extend-4x-gpu.yaml train.init_from=$(GPU_SEED_DIR)/rope run.name=rope-pi \
-		"model.position.scaling={type: linear, factor: 4}"
-	$(GPU_TRAIN) --config configs/extend-4x-gpu.yaml train.init_from=$(GPU_SEED_DIR)/rope run.name=rope-yarn
-	$(GPU_TRAIN) --config configs/extend-4x-gpu.yaml train.init_from=$(GPU_SEED_DIR)/rope run.name=rope-continued \
-		model.position.scaling=null
+gpu-budget/%:
+	$(GPU_PY) train.py --config configs/study-gpu.yaml run.out_dir=$(GPU_BUDGET_DIR) run.seed=1 data.source=$(GPU_DATA) \
+		run.name=$* model.position.type=$* train.max_steps=$(GPU_BUDGET_STEPS) train.eval_every=100 $(GPU_ARGS) --resume
 
-gpu-study-eval: gpu-check
-	$(GPU_PY) -m eval.extrapolation $(GPU_RUNS) --lengths 256,512,1024,2048,4096 \
-		--scaling none,linear,ntk,dynamic,yarn,dynamic-yarn --fixed-factors 4 --out $(GPU_REPORT)/seed$(SEED) --resume
-	$(GPU_PY) -m eval.probe $(GPU_RUNS) --out $(GPU_REPORT)/seed$(SEED) --resume
+# One seed (make -k -j8 gpu-study SEED=n): the five encodings trained side by side on the one GPU, RoPE's three
+# 4x fine-tunes once RoPE is done, each run evaluated (perplexity at 1x-16x L with every scaling, the probes)
+# into $(GPU_STUDY)/eval/seedSEED/NAME as soon as it is trained; then the seed's report in $(GPU_REPORT)/seedSEED
+# (about 5 minutes on one H100: the folder to bring back).
+GPU_ENCODINGS ?= learned sinusoidal rope alibi nope
+GPU_EXTENSIONS := rope-pi rope-yarn rope-continued
+GPU_RUN_NAMES = $(GPU_ENCODINGS) $(GPU_EXTENSIONS)
+GPU_SEED_DIR = $(GPU_STUDY)/seed$(SEED)
+GPU_EVAL_DIR = $(GPU_STUDY)/eval/seed$(SEED)
+GPU_RUNS = $(addprefix $(GPU_SEED_DIR)/,$(GPU_RUN_NAMES))
+GPU_LENGTHS ?= 256,512,1024,2048,4096
+GPU_ARGS_rope-pi := "model.position.scaling={type: linear, factor: 4}"
+GPU_ARGS_rope-continued := model.position.scaling=null
+gpu_config = $(if $(filter $*,$(GPU_EXTENSIONS)),configs/extend-4x-gpu.yaml train.init_from=$(GPU_SEED_DIR)/rope $(GPU_ARGS_$*),\
+	configs/study-gpu.yaml model.position.type=$*)
+
+gpu-study: $(addprefix gpu-eval/,$(GPU_RUN_NAMES))
+	$(GPU_PY) -m eval.merge $(addprefix $(GPU_EVAL_DIR)/,$(GPU_RUN_NAMES)) --out $(GPU_REPORT)/seed$(SEED)
 	$(GPU_PY) -m eval.summary $(GPU_RUNS) --out $(GPU_REPORT)/seed$(SEED)/training.md
+
+gpu-run/%: gpu-check $$(if $$(filter $$*,$$(GPU_EXTENSIONS)),gpu-run/rope)
+	$(GPU_PY) train.py --config $(gpu_config) run.out_dir=$(GPU_SEED_DIR) run.seed=$(SEED) run.name=$* \
+		data.source=$(GPU_DATA) $(GPU_ARGS) --resume
+
+gpu-eval/%: gpu-run/%
+	$(GPU_PY) -m eval.extrapolation $(GPU_SEED_DIR)/$* --lengths $(GPU_LENGTHS) \
+		--scaling none,linear,ntk,dynamic,yarn,dynamic-yarn --fixed-factors 4 --out $(GPU_EVAL_DIR)/$* --resume
+	$(GPU_PY) -m eval.probe $(GPU_SEED_DIR)/$* --out $(GPU_EVAL_DIR)/$* --resume
 
 # Back on the CPU: the seeds' folders merged into one report.
 gpu-study-merge: install

@@ -4,7 +4,10 @@ to the RoPE run of the same seed), so one sees when the encodings part ways.
 
     python -m eval.summary runs/study/seed1/learned runs/study/seed1/rope [--out FILE.md]
 
-With --out, the curves are also drawn beside the table (FILE.png).
+With --out, the curves are also drawn beside the table (FILE.png). With --budget F, a section gives each run's
+lowest validation loss and the first evaluation step within the fraction F of it; the last line printed,
+"budget: N steps", is the latest of those steps over the runs: a token budget chosen from the data (the GPU
+study's, `make gpu-study-budget`), where training longer no longer buys validation loss.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ def summarize(run_dir: Path) -> dict:
             "val_ppl": evals[-1]["val_ppl"],
             # the median over logging intervals: robust to the first (warm-up) interval and to evaluations
             "tokens_per_s": statistics.median(r["tokens_per_s"] for r in rows),
+            "tokens_per_step": config["train"]["batch_size"] * config["train"]["grad_accum"] * model["max_seq_len"],
             "from_scratch": not (config.get("train") or {}).get("init_from"),
             "val_loss_by_step": {r["step"]: r["val_loss"] for r in evals}}
 
@@ -50,6 +54,27 @@ def by_step(summaries: list[dict]) -> dict[str, dict[int, dict]]:
             if s["run"] != REFERENCE and step in reference.get(s["seed"], {}):
                 cell["gap"].append(loss - reference[s["seed"]][step])
     return table
+
+
+def budget_step(summary: dict, within: float) -> int:
+    """The first evaluation step whose validation loss is within the fraction `within` of the run's lowest."""
+    losses = summary["val_loss_by_step"]
+    floor = min(losses.values())
+    return min(step for step, loss in losses.items() if loss <= floor * (1 + within))
+
+
+def budget(summaries: list[dict], within: float) -> tuple[int, str]:
+    """(the study's budget in steps: the latest run's budget_step, its markdown section)."""
+    steps = max(budget_step(s, within) for s in summaries)
+    lines = ["", f"## Token budget: validation loss within {within:.0%} of its lowest", "",
+             "| run | seed | lowest val loss | at step | within from step | tokens then |", "|---|---:|---:|---:|---:|---:|"]
+    for s in summaries:
+        losses, first = s["val_loss_by_step"], budget_step(s, within)
+        lowest = min(losses, key=losses.get)
+        lines.append(f"| {s['run']} | {s['seed']} | {losses[lowest]:.3f} | {lowest} | {first} | "
+                     f"{first * s['tokens_per_step'] / 1e6:.1f}M |")
+    lines += ["", f"budget: {steps} steps"]
+    return steps, "\n".join(lines) + "\n"
 
 
 def markdown(summaries: list[dict]) -> str:
@@ -87,9 +112,13 @@ def main(argv=None):
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, help="also write the table to this file, and the curves beside it (.png)")
+    parser.add_argument("--budget", type=float, metavar="F",
+                        help="each run's first step within the fraction F of its lowest validation loss (e.g. 0.01)")
     args = parser.parse_args(argv)
+    if args.budget is not None and not 0 <= args.budget < 1:
+        parser.error(f"--budget is a fraction of the lowest validation loss in [0, 1), not {args.budget}")
     summaries = run_cli(lambda: [summarize(run) for run in args.runs])
-    table = markdown(summaries)
+    table = markdown(summaries) + (budget(summaries, args.budget)[1] if args.budget is not None else "")
     print(table, end="")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -22,14 +22,28 @@ def make(*args, check=True):
 
 
 def test_each_piece_dry_runs_with_its_commands():
-    lines = make("-n", "gpu-study-train", "gpu-study-extend", "gpu-study-eval", "SEED=2",
-                 "GPU_ENCODINGS=alibi nope").stdout
-    assert "torch.cuda.is_available()" in lines  # gpu-check first
-    assert ("for p in alibi nope; do python3 train.py run.out_dir=runs/study-gpu/seed2 run.seed=2 "
-            "data.source=.gpu-data/gutenberg --resume --config configs/study-gpu.yaml run.name=$p "
-            "model.position.type=$p; done") in lines
-    assert "run.name=rope-pi" in lines and "train.init_from=runs/study-gpu/seed2/rope" in lines
-    assert "--out reports/extrapolation-gpu/seed2 --resume" in lines and "eval.probe" in lines
+    budget = make("-n", "gpu-study-budget").stdout
+    assert "torch.cuda.is_available()" in budget  # gpu-check first
+    assert "-j2 gpu-budget/rope gpu-budget/sinusoidal" in budget
+    assert "eval.summary runs/study-gpu/budget/rope runs/study-gpu/budget/sinusoidal --budget 0.01" in budget
+    runs = make("-n", "-j8", "gpu-budget/rope", "gpu-study", "SEED=2", "GPU_ENCODINGS=rope alibi").stdout
+    assert ("python3 train.py --config configs/study-gpu.yaml run.out_dir=runs/study-gpu/budget run.seed=1 "
+            "data.source=.gpu-data/gutenberg run.name=rope model.position.type=rope train.max_steps=3052 "
+            "train.eval_every=100") in " ".join(runs.replace("\\\n", " ").split())
+    lines = [" ".join(l.split()) for l in runs.replace("\\\n", " ").splitlines()]
+    trains = {l.split("run.name=")[1].split()[0]: l for l in lines if "train.py" in l and "seed2" in l}
+    assert sorted(trains) == ["alibi", "rope", "rope-continued", "rope-pi", "rope-yarn"]
+    assert "configs/study-gpu.yaml model.position.type=alibi run.out_dir=runs/study-gpu/seed2 run.seed=2" in trains["alibi"]
+    assert "max_steps" not in trains["alibi"]  # the config's budget
+    assert ("configs/extend-4x-gpu.yaml train.init_from=runs/study-gpu/seed2/rope model.position.scaling={type: "
+            "linear, factor: 4}") in trains["rope-pi"].replace('"', "")
+    assert "scaling=null" in trains["rope-continued"] and "scaling" not in trains["rope-yarn"].split("--config")[1]
+    # a fine-tune starts after RoPE's run; each run is evaluated into its own folder, then the seed is merged
+    assert lines.index(trains["rope"]) < lines.index(trains["rope-pi"])
+    assert "--out runs/study-gpu/eval/seed2/rope-yarn --resume" in runs
+    assert ("eval.merge " + " ".join(f"runs/study-gpu/eval/seed2/{r}" for r in
+                                     ("rope", "alibi", "rope-pi", "rope-yarn", "rope-continued"))
+            + " --out reports/extrapolation-gpu/seed2") in runs
     bench = make("-n", "gpu-tests-bench", "gpu-bench-peer", "gpu-minimind", "gpu-profile").stdout
     assert "pytest tests/test_cuda.py" in bench and "--peer transformers" in bench and "--epoch-steps" in bench
     assert "python3 -m eval.profile --config configs/gpt2-124m.yaml --out reports/bench/gpu" in bench

@@ -21,7 +21,7 @@ import train
 from checkpoint import load_model, load_state, load_weights
 from config import UserError
 from eval.summary import main as summary_main
-from eval.summary import markdown, summarize
+from eval.summary import budget, budget_step, markdown, summarize
 from generate import generate_tokens
 from model.positions import ENCODINGS
 
@@ -120,6 +120,18 @@ def test_summary_tables_the_gap_to_rope_by_step_and_skips_fine_tunes():
     table = markdown(summaries).split("## Validation loss by step")[1]
     assert "| nope | 5.150 (+0.050 ± 0.071) | 4.850 (+0.250 ± 0.071) |" in table
     assert "| rope | 5.100 | 4.600 |" in table and "rope-yarn" not in table
+
+
+def test_budget_is_the_latest_runs_first_step_within_the_fraction_of_its_lowest_loss():
+    def run(name, curve):
+        return {"run": name, "seed": 1, "tokens_per_step": 1000, "val_loss_by_step": curve}
+    overfits = run("rope", {100: 5.0, 200: 4.1, 300: 4.0, 400: 4.3})  # within 1% of 4.0 from step 200 (4.1 > 4.04: 300)
+    slower = run("sinusoidal", {100: 5.0, 200: 4.5, 300: 4.2, 400: 4.15})
+    assert budget_step(overfits, 0.01) == 300 and budget_step(overfits, 0.03) == 200
+    assert budget_step(slower, 0.01) == 400 and budget_step(slower, 0.02) == 300
+    steps, section = budget([overfits, slower], 0.01)
+    assert steps == 400 and section.rstrip().endswith("budget: 400 steps")
+    assert "| rope | 1 | 4.000 | 300 | 300 | 0.3M |" in section
 
 
 def test_sigint_checkpoints_and_resume_continues_the_same_run(tiny_args, tmp_path):

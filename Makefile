@@ -188,7 +188,7 @@ GPU_BENCH ?= reports/bench/gpu
 GPU_STUDY ?= runs/study-gpu
 GPU_REPORT ?= reports/extrapolation-gpu
 SEED ?= 1
-ALLOW_CPU ?=  # 1: a piece runs without CUDA (the tests run the study's pieces on the CPU with a shrunken model)
+ALLOW_CPU ?=  # 1: a piece runs without CUDA (a rehearsal on the CPU, with GPU_ARGS shrinking the model)
 GPU_ARGS ?=  # overrides for every run of the GPU study
 
 gpu-data:

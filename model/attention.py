@@ -218,19 +218,24 @@ def merged_attention(q, k, far_q, far_k, v, use_far, mask, scale: float):
     own positions, or far_q and far_k rotated at those a context method shows far pairs (Self-Extend's groups,
     ReRoPE's window ...), picked by use_far (T, S), then one softmax over the row; mask (1, T, S) holds -inf on
     future and hidden keys. Query head h reads key head h // (H / nkv), as SDPA's enable_gqa. In blocks of
-    query rows, so the T x S scores of a long input are never in memory at once."""
+    query rows, so the T x S scores of a long input are never in memory at once; a block stops at the last key
+    any of its rows sees, so the causal future is mostly never scored."""
     B, H, T, _ = q.shape
     dtype = torch.promote_types(q.dtype, torch.float32)  # bf16 scores would round the softmax
     nkv, S = k.shape[1], k.shape[2]
-    q, far_q = (x.unflatten(1, (nkv, -1)).to(dtype) for x in (q, far_q))  # (B, nkv, H / nkv, T, hs)
+    q, far_q = ((x.to(dtype) * scale).unflatten(1, (nkv, -1)) for x in (q, far_q))  # (B, nkv, H / nkv, T, hs)
     k, far_k, v = (x.unsqueeze(2).to(dtype) for x in (k, far_k, v))  # (B, nkv, 1, S, hs)
+    mask = mask[0]
+    keys = torch.arange(1, S + 1, device=mask.device)
+    ends = torch.where(mask > float("-inf"), keys, 0).amax(-1).tolist()  # (T,): one past each row's last key
     rows = max(1, SCORES // (B * H * S))
     out = []
     for a in range(0, T, rows):
         b = min(T, a + rows)
-        near, far = q[..., a:b, :] @ k.mT, far_q[..., a:b, :] @ far_k.mT  # (B, nkv, H / nkv, rows, S)
-        scores = torch.where(use_far[a:b], far, near) * scale + mask[0, a:b]
-        out.append(scores.softmax(-1) @ v)
+        end = max(ends[a:b])
+        near, far = q[..., a:b, :] @ k[..., :end, :].mT, far_q[..., a:b, :] @ far_k[..., :end, :].mT
+        scores = torch.where(use_far[a:b, :end], far, near).add_(mask[a:b, :end])  # (B, nkv, H / nkv, rows, end)
+        out.append(scores.softmax(-1) @ v[..., :end, :])
     return torch.cat(out, dim=-2).flatten(1, 2).to(v.dtype)  # (B, H, T, hs)
 
 

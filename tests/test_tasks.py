@@ -314,6 +314,19 @@ def test_make_evaluates_each_run_once_trained_then_merges():
     assert "seed7/t5" not in lines
 
 
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_evaluates_each_context_method_seed_by_seed_then_merges_each_method():
+    out = subprocess.run(["make", "--no-print-directory", "-n", "task-context", "SEED_NUMBERS=6 9",
+                          "CONTEXT_METHODS=self-extend dca"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    lines = " ".join(out.replace("\\\n", " ").split())
+    for method in ("self-extend", "dca"):
+        for seed in (6, 9):
+            assert f"--context-method {method} --out runs/tasks/context/{method}/seed{seed}" in lines
+        assert (f"-m eval.merge runs/tasks/context/{method}/seed6 runs/tasks/context/{method}/seed9 "
+                f"--out reports/tasks/context/{method};") in lines
+    assert lines.index("--out runs/tasks/context/dca/seed9") < lines.index("-m eval.merge")
+
+
 def test_pooled_accuracy_weights_the_bands_by_their_answers():
     rows = [{"run": "r", "seed": 1, "task": "t", "scaling": "none", "factor_rule": None, "length": 64,
              "multiple": 2, "accuracy": a, "answers": n} for a, n in ((1.0, 10), (0.0, 30))]

@@ -65,16 +65,16 @@ def budget_step(summary: dict, within: float) -> int:
 
 def budget(summaries: list[dict], within: float) -> tuple[int, str]:
     """(the study's budget in steps: the latest run's budget_step, its markdown section)."""
-    steps = max(budget_step(s, within) for s in summaries)
+    firsts = [budget_step(s, within) for s in summaries]
     lines = ["", f"## Token budget: validation loss within {within:.0%} of its lowest", "",
              "| run | seed | lowest val loss | at step | within from step | tokens then |", "|---|---:|---:|---:|---:|---:|"]
-    for s in summaries:
-        losses, first = s["val_loss_by_step"], budget_step(s, within)
+    for s, first in zip(summaries, firsts):
+        losses = s["val_loss_by_step"]
         lowest = min(losses, key=losses.get)
         lines.append(f"| {s['run']} | {s['seed']} | {losses[lowest]:.3f} | {lowest} | {first} | "
                      f"{first * s['tokens_per_step'] / 1e6:.1f}M |")
-    lines += ["", f"budget: {steps} steps"]
-    return steps, "\n".join(lines) + "\n"
+    lines += ["", f"budget: {max(firsts)} steps"]
+    return max(firsts), "\n".join(lines) + "\n"
 
 
 def markdown(summaries: list[dict]) -> str:

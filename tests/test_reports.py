@@ -909,10 +909,10 @@ def pct(x: float) -> str:
 def test_nope_learned_no_induction_task_under_any_recipe():
     says(TASKS_PAGE, "NoPE learned no induction task under any recipe tried (rows 13, 16, 17, 23, 25, 42: two or three "
                      "layers, two or four heads, up to 8,000 steps)",
-         "of the track's seeds below, seeds 7 and 9 learned `passkey`, and none `copy` or `recall`, so at this scale the track "
+         "of the track's seeds below, seeds 7, 9 and 10 learned `passkey`, and none `copy` or `recall`, so at this scale the track "
          "has nothing to say about NoPE past L on those two")
     assert never_learned((13, 16, 17, 23, 25, 42), INDUCTION)
-    assert [learned_at_L("nope", s) & set(INDUCTION) for s in TRACK_SEEDS] == [set(), {"passkey"}, set(), {"passkey"}]
+    assert [learned_at_L("nope", s) & set(INDUCTION) for s in TRACK_SEEDS] == [set(), {"passkey"}, set(), {"passkey"}, {"passkey"}]
     assert all("nope" in recipe_table()[r]["log"] for r in (13, 16, 17, 23, 25, 42))
 
 
@@ -987,7 +987,7 @@ def track_results():
 
 
 TRACK_ROWS, TRACK_POOLED = track_results()
-TRACK_SEEDS = (6, 7, 8, 9)
+TRACK_SEEDS = (6, 7, 8, 9, 10)
 TRAINING = json.loads((TASK_REPORT / "training.json").read_text())
 AT_L = {"rope": ("none", L), "alibi": ("none", L), "nope": ("none", L), "t5": ("none", L),
         "rope-pi": ("linear (fine-tuned)", X4), "rope-yarn": ("yarn (fine-tuned)", X4),
@@ -1056,30 +1056,44 @@ def test_what_each_encoding_learned():
     says(TASKS_PAGE, "RoPE learned all five tasks at L in every seed. ALiBi learned four: all but `recall1` on seeds 6, "
                      f"7 and 9 ({per_seed([pct(task_acc('alibi', 'recall1', L, seed=s)) for s in (6, 7, 9)])}), all but `copy` "
                      f"on seed 8 ({pct(task_acc('alibi', 'copy', L, seed=8))}%, where its validation during training gave "
-                     f"{pct(final_validation('alibi', 8)['copy'])}%). NoPE learned the single-hop ones and, on seeds 7 and 9, `passkey`",
+                     f"{pct(final_validation('alibi', 8)['copy'])}%), all but `recall` on seed 10 "
+                     f"({pct(task_acc('alibi', 'recall', L, seed=10))}%; in validation {pct(validation('alibi', 10, 5000)['recall'])}% at "
+                     f"step 5,000 and {pct(final_validation('alibi', 10)['recall'])}% at step 8,000, as ALiBi's `recall` on seed 5 before it was "
+                     f"drawn three times as often, row 33). NoPE learned the single-hop ones and, on seeds 7, 9 and 10, `passkey`",
          "T5 (seed 6) all but `copy` and `recall`")
-    assert [set(TASK_NAMES) - learned_at_L("alibi", s) for s in TRACK_SEEDS] == [{"recall1"}, {"recall1"}, {"copy"}, {"recall1"}]
+    assert [set(TASK_NAMES) - learned_at_L("alibi", s) for s in TRACK_SEEDS] == [{"recall1"}, {"recall1"}, {"copy"}, {"recall1"},
+                                                                                     {"recall"}]
     for seed in TRACK_SEEDS:
         assert learned_at_L("rope", seed) == set(TASK_NAMES)
     assert [learned_at_L("nope", s) for s in TRACK_SEEDS] == [set(SINGLE_HOP), {*SINGLE_HOP, "passkey"}, set(SINGLE_HOP),
-                                                             {*SINGLE_HOP, "passkey"}]
+                                                             {*SINGLE_HOP, "passkey"}, {*SINGLE_HOP, "passkey"}]
     assert learned_at_L("t5") == set(TASK_NAMES) - {"copy", "recall"}
-    says(README, "RoPE learned all five tasks at L in every seed, ALiBi four (not `recall1` on 6, 7 and 9, `copy` on 8), "
-                 "NoPE the single-hop ones (and `passkey` on 7 and 9)")
+    says(TASKS_PAGE, "So over five seeds the recipe meets the track's bar, all five tasks at L, for RoPE alone: ALiBi "
+                     "missed one task in every seed, not always the same one, and NoPE `copy` and `recall` in every seed.")
+    missed = [set(TASK_NAMES) - learned_at_L("alibi", s) for s in TRACK_SEEDS]
+    assert len(TRACK_SEEDS) == 5 and all(len(m) == 1 for m in missed) and len({*map(frozenset, missed)}) > 1
+    assert all({"copy", "recall"} <= set(TASK_NAMES) - learned_at_L("nope", s) for s in TRACK_SEEDS)
+    assert final(33)["recall"] < 0.9 and "alibi" in recipe_table()[33]["log"]
+    says(README, "RoPE learned all five tasks at L in every seed, ALiBi four (not `recall1` on 6, 7 and 9, `copy` on 8, "
+                 "`recall` on 10), NoPE the single-hop ones (and `passkey` on 7, 9 and 10)")
+
+
+def validation(run: str, seed: int, step: int) -> dict[str, float]:
+    """A run's validation accuracy by task at a step (training.json, from metrics.jsonl)."""
+    return {r["task"]: r["accuracy"] for r in TRAINING if (r["run"], r["seed"], r["step"]) == (run, seed, step)}
 
 
 def final_validation(run: str, seed: int) -> dict[str, float]:
-    """A run's validation accuracy by task at its last step (training.json, from metrics.jsonl)."""
-    last = max(r["step"] for r in TRAINING if (r["run"], r["seed"]) == (run, seed))
-    return {r["task"]: r["accuracy"] for r in TRAINING if (r["run"], r["seed"], r["step"]) == (run, seed, last)}
+    """A run's validation accuracy by task at its last step."""
+    return validation(run, seed, max(r["step"] for r in TRAINING if (r["run"], r["seed"]) == (run, seed)))
 
 
 def test_the_same_seed_learned_differently_in_the_search():
     says(TASKS_PAGE, "ALiBi on seed 6 learned all five tasks in row 39; in the track it left `recall1` at 33% at step "
                      "8,000 (its curve sits at 20-36% from step 250 on)",
          "(step 250: RoPE's `copy` 10% here, 7% in row 40)",
-         "with seeds 7, 8 and 9, ALiBi has missed `recall1` in four of the recipe's eight ALiBi runs (rows 41 and the "
-         "track's seeds 6, 7 and 9; rows 38, 39 and 43 and the track's seed 8 learned it)")
+         "with seeds 7 to 10, ALiBi has missed `recall1` in four of the recipe's nine ALiBi runs (rows 41 and the "
+         "track's seeds 6, 7 and 9; rows 38, 39 and 43 and the track's seeds 8 and 10 learned it), and some task in six.")
     table = recipe_table()
     assert table[39]["log"] == "recall3-8k-alibi-s6" and all(v >= 0.9 for v in final(39).values())
     curve = {r["step"]: r["accuracy"] for r in TRAINING if (r["run"], r["seed"], r["task"]) == ("alibi", 6, "recall1")}
@@ -1090,15 +1104,19 @@ def test_the_same_seed_learned_differently_in_the_search():
     assert table[40]["log"] == "recall3-8k-rope-s6"
     missed = {r: final(r)["recall1"] < 0.9 for r in (38, 39, 41, 43)}
     assert missed == {38: False, 39: False, 41: True, 43: False} and all("alibi" in table[r]["log"] for r in missed)
-    assert [("recall1" in learned_at_L("alibi", s)) for s in TRACK_SEEDS] == [False, False, True, False]
+    assert [("recall1" in learned_at_L("alibi", s)) for s in TRACK_SEEDS] == [False, False, True, False, True]
+    missed_any = [r for r in (38, 39, 41, 43) if min(final(r).values()) < 0.9]
+    missed_any += [s for s in TRACK_SEEDS if learned_at_L("alibi", s) != set(TASK_NAMES)]
+    assert len(missed_any) == 6
 
 
 def test_rope_fails_past_L_at_trained_distances_too():
-    says(TASKS_PAGE, "At 16x L its `copy`, `recall` and `passkey` are at 17% or less in every seed",
+    says(TASKS_PAGE, "At 16x L its `copy`, `recall` and `passkey` are at 24% or less in every seed",
          "are copied 100% at L and " + per_seed([pct(band_acc("rope", "copy", length=X4, seed=s)[0]) for s in TRACK_SEEDS])
-         + " in a sequence of 4x L (seeds 6, 7, 8 and 9)")
+         + " in a sequence of 4x L (seeds 6 to 10)")
+    assert max(task_acc("rope", t, X16, seed=s) for t in INDUCTION for s in TRACK_SEEDS) >= 0.235
     for seed in TRACK_SEEDS:
-        assert max(task_acc("rope", t, X16, seed=seed) for t in INDUCTION) < 0.175
+        assert max(task_acc("rope", t, X16, seed=seed) for t in INDUCTION) < 0.245
         assert pct(band_acc("rope", "copy", length=L, seed=seed)[0]) == "100"
         assert band_acc("rope", "copy", length=X4, seed=seed)[0] < 0.4  # distances up to L only: seen in training
 
@@ -1107,7 +1125,7 @@ def test_training_free_yarn_carries_rope_to_16x():
     yarn = SCALED["yarn"]
     at_16x = {s: [pct(task_acc("rope", t, X16, yarn, s)) for t in TASK_NAMES] for s in TRACK_SEEDS}
     says(TASKS_PAGE, "63% or more on every task at 2,048 tokens in every seed (seed 6: `copy` 78%, `recall` 85%, "
-                     "`passkey` 79%; seed 9: 78%, 63%, 75%; seeds 7 and 8: 96-100%)",
+                     "`passkey` 79%; seed 9: 78%, 63%, 75%; seeds 7, 8 and 10: 96-100%)",
          "Seeds 6-8 had all been at 78% or more; seed 9, never used before, was the one more seed run to check that, and "
          "it did not hold. PI (linear, s = length/L) falls to "
          + per_seed([pct(task_acc("rope", "copy", X2, SCALED["linear"], s)) for s in TRACK_SEEDS])
@@ -1115,37 +1133,38 @@ def test_training_free_yarn_carries_rope_to_16x():
     assert at_16x[6][:3] == ["78", "85", "79"] and at_16x[9][:3] == ["78", "63", "75"]
     assert min(int(v) for s in (6, 9) for v in at_16x[s]) == 63
     assert min(int(v) for s in (6, 7, 8) for v in at_16x[s]) == 78
-    later = [int(v) for s in (7, 8) for v in at_16x[s]]
+    later = [int(v) for s in (7, 8, 10) for v in at_16x[s]]
     assert [min(later), max(later)] == [96, 100]
     assert max(int(pct(task_acc("rope", "copy", X16, SCALED[m], s))) for m in ("ntk", "dynamic") for s in TRACK_SEEDS) == 20
-    says(README, "At 16x L training-free YaRN keeps RoPE at 63% or more on every task in every seed (78% on seeds 6-8; "
-                 "seed 9, new, fell below), where unscaled RoPE falls to 17% or less on `copy`, `recall` and `passkey`; "
-                 "ALiBi keeps `copy` at 68-85%")
+    assert min(int(v) for s in TRACK_SEEDS if s != 9 for v in at_16x[s]) == 78
+    says(README, "At 16x L training-free YaRN keeps RoPE at 63% or more on every task in every seed (78% on all but seed 9), "
+                 "where unscaled RoPE falls to 24% or less on `copy`, `recall` and `passkey`; ALiBi keeps `copy` at 64-85%")
     # the unscaled and ALiBi halves are test_rope_fails_past_L_at_trained_distances_too's and test_alibi_reads_back...
 
 
 def test_alibi_reads_back_farther_than_trained_then_fades():
-    says(TASKS_PAGE, "`copy` at 2x and 4x L within 3 points of its value at L or above it, 68-85% at 16x in every seed, "
-                     "and 8-43% for the facts 1,024-2,048 tokens back")
+    says(TASKS_PAGE, "`copy` at 2x L within 3 points of its value at L or above it, at 4x L within 6, 64-85% at 16x in "
+                     "every seed, and 8-43% for the facts 1,024-2,048 tokens back")
     at_16x = sorted(int(pct(task_acc("alibi", "copy", X16, seed=s))) for s in TRACK_SEEDS)
     far = sorted(int(pct(band_acc("alibi", "copy", seed=s)[-1])) for s in TRACK_SEEDS)
-    assert [at_16x[0], at_16x[-1], far[0], far[-1]] == [68, 85, 8, 43]
-    for seed in TRACK_SEEDS:
-        at_L = task_acc("alibi", "copy", L, seed=seed)
-        assert min(task_acc("alibi", "copy", n, seed=seed) for n in (X2, X4)) >= at_L - 0.03
+    assert [at_16x[0], at_16x[-1], far[0], far[-1]] == [64, 85, 8, 43]
+    drop = {n: max(task_acc("alibi", "copy", L, seed=s) - task_acc("alibi", "copy", n, seed=s) for s in TRACK_SEEDS)
+            for n in (X2, X4)}
+    assert drop[X2] <= 0.03 and 0.03 < drop[X4] <= 0.06
 
 
 def test_the_yarn_fine_tune_works_at_the_one_length_it_was_fine_tuned_at():
     yarn, pi, control = (AT_L[r][0] for r in ("rope-yarn", "rope-pi", "rope-continued"))
     near = {s: {n: band_acc("rope-yarn", "copy", yarn, n, s)[0] for n in (L, X2, X4, X8, X16)} for s in TRACK_SEEDS}
     says(TASKS_PAGE, "It copies the facts within L of the question "
-         + per_seed([pct(near[s][X4]) for s in TRACK_SEEDS]) + " in a 512-token sequence (seeds 6, 7, 8 and 9) and 40% "
-         "or less in the shorter ones, 128 and 256 tokens. PI's fine-tune did not learn `copy` at 4x L ("
+         + per_seed([pct(near[s][X4]) for s in TRACK_SEEDS]) + " in a 512-token sequence (seeds 6 to 10) and 40% "
+         "or less in the shorter ones, 128 and 256 tokens, on seeds 6-9 (seed 10: "
+         + per_seed([pct(near[10][n]) for n in (L, X2)]) + "). PI's fine-tune did not learn `copy` at 4x L ("
          + per_seed([pct(task_acc("rope-pi", "copy", X4, pi, s)) for s in TRACK_SEEDS]) + "). The control, continued "
          "without a scaling, copies such facts " + per_seed([pct(band_acc("rope-continued", "copy", control, L, s)[0])
                                                               for s in TRACK_SEEDS]) + " at 128 tokens")
     for seed in TRACK_SEEDS:
-        assert near[seed][X4] >= 0.985 and max(near[seed][L], near[seed][X2]) < 0.405
+        assert near[seed][X4] >= 0.985 and (seed == 10 or max(near[seed][L], near[seed][X2]) < 0.405)
         assert "copy" not in learned_at_L("rope-pi", seed)
 
 
@@ -1162,7 +1181,9 @@ def test_a_far_back_anchor():
          f"ALiBi under the same hiding keeps `copy` at {quoted('window64', 'alibi', 'copy')}",
          f"`copy` {quoted('window448', 'rope-yarn', 'copy')} on the facts within L, from "
          + per_seed([pct(band_acc("rope-yarn", "copy", AT_L["rope-yarn"][0], X4, s)[0]) for s in TRACK_SEEDS]),
-         f"gives {quoted('sinks64', 'rope-yarn', 'copy')}. The control keeps 99% or more under either")
+         f"gives {quoted('sinks64', 'rope-yarn', 'copy')}. The control keeps 98% or more under either",
+         "half of RoPE's `copy` and `passkey` survive the hiding at L, and most of the YaRN fine-tune's `copy` at 4x L, "
+         "where seeds 6-9 keep 19% or less and 42% or less")
     says(README, f"with keys 64 or more back hidden, RoPE's `copy` at L falls to {quoted('window64', 'rope', 'copy')}, "
                  f"ALiBi's to {quoted('window64', 'alibi', 'copy')}")
     for setting, sinks, window in (("window64", 0, 64), ("window448", 0, 448), ("sinks64", 64, 384)):
@@ -1170,19 +1191,23 @@ def test_a_far_back_anchor():
         assert {(r["context"]["sinks"], r["context"]["window"]) for r in rows} == {(sinks, window)}  # the Makefile's
         assert {r["seed"] for r in rows} == set(TRACK_SEEDS)
     for seed in TRACK_SEEDS:
-        assert max(anchor_acc("window64", "rope", t, seed) for t in ("copy", "passkey")) < 0.2  # from 100%
+        hidden = [anchor_acc("window64", "rope", t, seed) for t in ("copy", "passkey")]  # from 100%
+        yarn = [anchor_acc(setting, "rope-yarn", "copy", seed) for setting in ("window448", "sinks64")]
+        if seed == 10:
+            assert 0.45 <= min(hidden) and max(hidden) < 0.55 and min(yarn) > 0.8
+        else:
+            assert max(hidden) < 0.195 and max(yarn) < 0.425
         assert anchor_acc("window64", "alibi", "copy", seed) > 0.6
         for setting in ("window448", "sinks64"):
-            assert anchor_acc(setting, "rope-yarn", "copy", seed) < 0.45
-            assert anchor_acc(setting, "rope-continued", "copy", seed) >= 0.985
+            assert anchor_acc(setting, "rope-continued", "copy", seed) >= 0.975
 
 
 def test_copy_beside_kazemnejad():
     def copy(run, n, label="none"):
         return per_seed([pct(task_acc(run, "copy", n, label, s)) for s in TRACK_SEEDS])
-    says(TASKS_PAGE, f"Neither of their two best encodings learned `copy` at L (NoPE {copy('nope', L)} on seeds 6, 7, 8 and 9, "
+    says(TASKS_PAGE, f"Neither of their two best encodings learned `copy` at L (NoPE {copy('nope', L)} on seeds 6 to 10, "
                      "T5 77% on seed 6)",
-         "ALiBi keeps `copy` to 4x L without a scaling in every seed (within 3 points of L or above it) and RoPE has fallen "
+         "ALiBi keeps `copy` to 4x L without a scaling in every seed (within 6 points of L or above it) and RoPE has fallen "
          "by 4x "
          f"({copy('rope', X4)}; {copy('rope', X16)} at 16x)", f"RoPE copies {copy('rope', X16, SCALED['yarn'])} at 16x")
     assert pct(task_acc("t5", "copy", L)) == "77" and "copy" not in learned_at_L("t5")
@@ -1192,31 +1217,41 @@ def test_copy_beside_kazemnejad():
 
 # --- training-free context methods on the track (reports/tasks/context) ----------------------------------
 
-def self_extend(run: str, task: str, length: int) -> list[str]:
-    """Self-Extend's pooled accuracy of a run at a length, seed by seed, as the report rounds it."""
+def self_extend(run: str, task: str, length: int, seeds=None) -> list[str]:
+    """Self-Extend's pooled accuracy of a run at a length, seed by seed (every track seed, or `seeds`), as the report
+    rounds it, in increasing order."""
     from eval.tasks import pooled
     rows = previous_rows(TASK_REPORT / "context" / "self-extend" / "results.json.gz", "eval.tasks", "accuracy")
     assert {r["seed"] for r in rows} == set(TRACK_SEEDS) and {r["context"]["type"] for r in rows} == {"self-extend"}
     assert {(r["context"]["group_size"], r["context"]["window"]) for r in rows} == {(4, 32)}  # the defaults at L = 128
     acc = pooled(rows)
-    return sorted((pct(acc[(run, s, task, "self-extend", length)]) for s in TRACK_SEEDS), key=int)
+    return sorted((pct(acc[(run, s, task, "self-extend", length)]) for s in seeds or TRACK_SEEDS), key=int)
 
 
 def test_self_extend_keeps_alibi_to_16x_and_breaks_rope_at_L():
     def span(values):
         return f"{values[0]}-{values[-1]}%"
-    says(TASKS_PAGE, f"at 2,048 tokens `copy` {span(self_extend('alibi', 'copy', X16))}, `recall` "
-                     f"{span(self_extend('alibi', 'recall', X16))} and `passkey` {span(self_extend('alibi', 'passkey', X16))} "
-                     "in every seed, where unscaled ALiBi keeps `copy` at 68-85%",
-         f"`copy` {span(self_extend('rope', 'copy', L))} and `passkey` {span(self_extend('rope', 'passkey', L))} at 128 "
-         f"tokens (100% without Self-Extend). It is best at 4x L (`copy` {span(self_extend('rope', 'copy', X4))}) and "
-         f"back at {span(self_extend('rope', 'copy', X16))} at 16x")
-    assert min(int(v) for t in INDUCTION for v in self_extend("alibi", t, X16)) >= 94
+    learned = {t: [s for s in TRACK_SEEDS if t in learned_at_L("alibi", s)] for t in INDUCTION}
+    assert learned["recall"] == [6, 7, 8, 9] and learned["passkey"] == list(TRACK_SEEDS)
+    leaned_least = max(TRACK_SEEDS, key=lambda s: min(anchor_acc("window64", "rope", t, s) for t in ("copy", "passkey")))
+    assert leaned_least == 10
+    says(TASKS_PAGE, f"at 2,048 tokens `copy` {span(self_extend('alibi', 'copy', X16))} in every seed, `recall` "
+                     f"{span(self_extend('alibi', 'recall', X16, learned['recall']))} and `passkey` "
+                     f"{span(self_extend('alibi', 'passkey', X16))} in every seed that learned them at L (seed 10's ALiBi "
+                     f"left `recall` at {pct(task_acc('alibi', 'recall', L, seed=10))}%), where unscaled ALiBi keeps `copy` "
+                     "at 64-85%",
+         f"`copy` {span(self_extend('rope', 'copy', L, (6, 7, 8, 9)))} and `passkey` "
+         f"{span(self_extend('rope', 'passkey', L, (6, 7, 8, 9)))} at 128 tokens (100% without Self-Extend). Seed 10, whose "
+         f"RoPE leaned least on the far anchor (previous section), keeps {self_extend('rope', 'copy', L, (10,))[0]}% and "
+         f"{self_extend('rope', 'passkey', L, (10,))[0]}% there. Every seed is best at 4x L (`copy` "
+         f"{span(self_extend('rope', 'copy', X4))}) and back at {span(self_extend('rope', 'copy', X16))} at 16x")
+    assert min(int(v) for t in INDUCTION for v in self_extend("alibi", t, X16, learned[t])) >= 94
     assert max(int(pct(task_acc("alibi", "copy", X16, seed=s))) for s in TRACK_SEEDS) < 94
     assert all(pct(task_acc("rope", t, L, seed=s)) == "100" for t in ("copy", "passkey") for s in TRACK_SEEDS)
     for task in ("copy", "passkey"):
         at = {n: [int(v) for v in self_extend("rope", task, n)] for n in (L, X2, X4, X8, X16)}
-        assert min(at[X4]) > max(max(at[n]) for n in (L, X2, X8, X16)) - 10 and max(at[L] + at[X16]) < 25
+        assert min(at[X4]) > max(max(at[n]) for n in (L, X2, X8, X16)) - 10 and max(at[X16]) < 25
+        assert max(int(v) for v in self_extend("rope", task, L, (6, 7, 8, 9))) < 25
 
 
 def test_self_extend_shows_the_first_tokens_near_L_at_4x_and_within_56_at_L():

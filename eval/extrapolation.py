@@ -370,12 +370,15 @@ class Evaluator:
 
 # ----------------------------------------------------------------------------- report
 
-def write_report(rows: list[dict], out: Path, plots: bool = True) -> None:
+def write_report(rows: list[dict], out: Path, plots: bool = True) -> list[Path]:
+    """results.json, results.md and (plots) the plots in out; returns the paths written."""
     atomic_write_text(out / "results.json", json.dumps(rows, indent=2, allow_nan=False) + "\n")
     atomic_write_text(out / "results.md", markdown(rows))
+    paths = [out / "results.json", out / "results.md"]
     if plots:
         from eval.plots import plot_results
-        plot_results(rows, out)
+        paths += plot_results(rows, out)
+    return paths
 
 
 # ----------------------------------------------------------------------------- command line
@@ -554,11 +557,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
         bar.close()
     with held:
         keep_finished(work, rows, args.out, lambda: write_report(rows, args.out))
-        write_report(rows, args.out)
+        written = write_report(rows, args.out)
     print(markdown(rows))
     peak = max((r["peak_mib"] for r in rows if r["peak_mib"] is not None), default=0)
-    print(f"wrote {args.out}/results.json, results.md, ppl_vs_length.png, loss_vs_position.png | "
-          f"peak memory {peak:,.0f} MiB")
+    print(f"wrote {args.out}/{', '.join(p.name for p in written)} | peak memory {peak:,.0f} MiB")
     return rows
 
 

@@ -7,9 +7,14 @@ ppl_vs_length.png     perplexity vs evaluation length (log-log), one line per (r
                       and the fine-tunes, right the RoPE scalings of the base RoPE run
 loss_vs_position.png  at the longest length, each run's loss by position bucket minus NoPE's on the
                       same windows (same seed), so degradation at tail positions is visible rather
-                      than averaged away, and text difficulty cancels
+                      than averaged away, and text difficulty cancels (drawn where there is a NoPE run)
 training.png          (plot_training, drawn by eval.summary beside training.md) validation loss
                       against training step, the mean over seeds with the same band
+
+    python -m eval.plots reports/extrapolation/context/*/results.json --out reports/extrapolation/context
+
+With several results.json (make study-context's, one per context method), it draws methods_vs_length.png
+instead: a panel per run, a line per method, `none` (no method, the same checkpoints) dashed black.
 """
 from __future__ import annotations
 
@@ -59,11 +64,22 @@ def mark_training_lengths(ax, keys: list[tuple]) -> None:
         ax.axvline(L, color="grey", linestyle="--", linewidth=1, label="training length" if i == 0 else None)
 
 
+def format_log_axes(ax, ppls: list[float]) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.xaxis.set_major_formatter(ticker.StrMethodFormatter("{x:.0f}"))
+    if ppls:
+        ax.yaxis.set_major_locator(ticker.FixedLocator(log_ticks(min(ppls), max(ppls))))
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 100 else f"{v:.3g}"))  # 1,508
+    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+    ax.set_xlabel("evaluation length (tokens)")
+    ax.grid(True, which="both", alpha=0.3)
+
+
 def plot_ppl_vs_length(rows: list[dict], path: Path) -> None:
     table = curves(rows)
     fig, axes = plt.subplots(1, 2, figsize=(14, 5.5), sharey=True)
     ppls = [r["ppl"] for r in rows if r["ppl"] is not None]
-    plain = ticker.FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 100 else f"{v:.3g}")  # 1508, not 1.508 x 10^3
     encodings, scalings = panels(list(table))
     # the unscaled RoPE runs, drawn again in the scalings panel as the reference each scaling is judged by
     references = [k for k in encodings if k[1] == "rope" and k[2] == "none"] if scalings else []
@@ -84,16 +100,8 @@ def plot_ppl_vs_length(rows: list[dict], path: Path) -> None:
                         **st)
                 ax.fill_between(x, low, high, color=st["color"], alpha=0.15, linewidth=0)
         mark_training_lengths(ax, keys)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.xaxis.set_major_formatter(ticker.StrMethodFormatter("{x:.0f}"))
-        if ppls:
-            ax.yaxis.set_major_locator(ticker.FixedLocator(log_ticks(min(ppls), max(ppls))))
-        ax.yaxis.set_major_formatter(plain)
-        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
-        ax.set_xlabel("evaluation length (tokens)")
+        format_log_axes(ax, ppls)
         ax.set_title(title)
-        ax.grid(True, which="both", alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="upper left")
         else:
@@ -103,6 +111,36 @@ def plot_ppl_vs_length(rows: list[dict], path: Path) -> None:
                        "band: min to max)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_context_methods(rows: list[dict], path: Path) -> None:
+    """A panel per run, a line per context method (the scaling column: a method's name, or "none"): the mean over
+    seeds with a band from the lowest to the highest seed."""
+    runs = list(dict.fromkeys(r["run"] for r in rows))
+    methods = list(dict.fromkeys(r["scaling"] for r in sorted(rows, key=lambda r: r["scaling"] != "none")))
+    fig, axes = plt.subplots(1, len(runs), figsize=(5 * len(runs), 4.5), sharey=True, squeeze=False)
+    for ax, run in zip(axes[0], runs):
+        for i, method in enumerate(methods):
+            by_length: dict[int, list[float]] = {}
+            for r in rows:
+                if (r["run"], r["scaling"]) == (run, method) and r["ppl"] is not None:
+                    by_length.setdefault(r["length"], []).append(r["ppl"])
+            if not by_length:
+                continue
+            x = sorted(by_length)
+            st = {"color": "black", "linestyle": "--", "marker": None, "linewidth": 1.5} if method == "none" else style(i)
+            ax.plot(x, [statistics.fmean(by_length[n]) for n in x], label=method, **st)
+            ax.fill_between(x, [min(by_length[n]) for n in x], [max(by_length[n]) for n in x], color=st["color"],
+                            alpha=0.12, linewidth=0)
+        mark_training_lengths(ax, [(None, None, None, L) for L in {r["train_length"] for r in rows if r["run"] == run}])
+        format_log_axes(ax, [r["ppl"] for r in rows if r["ppl"] is not None])
+        ax.set_title(run)
+        ax.legend(fontsize=7, loc="upper left")
+    seeds = len({r["seed"] for r in rows})
+    axes[0][0].set_ylabel(f"perplexity (mean of {seeds} seed(s), band: min to max)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
@@ -232,12 +270,15 @@ def plot_task_training(curves: dict[str, dict[str, dict[int, list[float]]]], pat
 
 
 def plot_results(rows: list[dict], out_dir: str | Path) -> list[Path]:
-    """Write both plots into out_dir; returns their paths."""
+    """Write the plots into out_dir (the loss by position only where there is a NoPE run to subtract); returns
+    their paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / "ppl_vs_length.png", out_dir / "loss_vs_position.png"]
+    paths = [out_dir / "ppl_vs_length.png"]
     plot_ppl_vs_length(rows, paths[0])
-    plot_loss_vs_position(rows, paths[1])
+    if relative_to_nope(rows):
+        paths.append(out_dir / "loss_vs_position.png")
+        plot_loss_vs_position(rows, paths[1])
     return paths
 
 
@@ -254,12 +295,20 @@ def read_results(path: Path) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = ArgumentParser(description="Re-draw the plots of an eval.extrapolation results.json.")
-    parser.add_argument("results", type=Path, help="results.json written by python -m eval.extrapolation")
-    parser.add_argument("--out", type=Path, default=None, help="output folder (default: beside results.json)")
+    parser = ArgumentParser(description="Re-draw the plots of an eval.extrapolation results.json, or draw several "
+                                        "(one per context method) side by side.")
+    parser.add_argument("results", type=Path, nargs="+", help="results.json written by python -m eval.extrapolation")
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default: beside the first results.json)")
     args = parser.parse_args(argv)
-    rows = run_cli(lambda: read_results(args.results))
-    for path in plot_results(rows, args.out or args.results.parent):
+    rows = run_cli(lambda: [row for path in args.results for row in read_results(path)])
+    out = args.out or args.results[0].parent
+    if len(args.results) == 1:
+        paths = plot_results(rows, out)
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        paths = [out / "methods_vs_length.png"]
+        plot_context_methods(rows, paths[0])
+    for path in paths:
         print(f"wrote {path}")
 
 

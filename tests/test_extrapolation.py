@@ -226,9 +226,11 @@ def test_fine_tuned_run_is_evaluated_with_its_own_scaling(runs, report, tmp_path
 def test_outputs_are_written_and_plots_redraw_from_json(report, tmp_path):
     rows, out = report
     assert json.loads((out / "results.json").read_text()) == rows
-    for name in ("ppl_vs_length.png", "loss_vs_position.png"):
-        assert (out / name).read_bytes()[:4] == b"\x89PNG"
-    plots.main([str(out / "results.json"), "--out", str(tmp_path)])
+    assert (out / "ppl_vs_length.png").read_bytes()[:4] == b"\x89PNG"
+    assert not (out / "loss_vs_position.png").exists()  # no NoPE run to subtract: no empty figure
+    with_nope = rows + [{**r, "run": "nope", "position": "nope"} for r in rows if r["run"] == "rope" and r["scaling"] == "none"]
+    (tmp_path / "results.json").write_text(json.dumps(with_nope))
+    plots.main([str(tmp_path / "results.json")])
     assert (tmp_path / "ppl_vs_length.png").stat().st_size > 1000
     assert (tmp_path / "loss_vs_position.png").stat().st_size > 1000
 

@@ -279,10 +279,9 @@ def test_throughputs_are_the_training_tables():
 
 def test_readme_paragraph():
     says("**On a GPU** ([report](reports/extrapolation-gpu/README.md), seeds 1-3): 26M parameters, L = 256, 22.9M "
-         "tokens a run (the budget where validation loss stopped falling). The ALiBi paper's pattern appears in full, "
-         "in every seed: at 16x sinusoidal reaches 4.39-4.96x its 1x perplexity and unscaled RoPE 3.57-3.79x, while "
-         "ALiBi falls at every longer length. These models do not copy either (a first copy lowers the loss by at "
-         "most 0.129 nats).",
+         "tokens a run (where validation loss stopped falling). The ALiBi paper's pattern appears in full, in every "
+         "seed: at 16x sinusoidal reaches 4.39-4.96x its 1x perplexity and unscaled RoPE 3.57-3.79x; ALiBi falls at "
+         "every longer length. No model copies (a first copy lowers the loss by at most 0.129 nats).",
          "a GPU study seed in 282-358 s.", page=README)
     test_sinusoidal_blows_up_where_the_cpu_study_did_not()
     test_rope_degrades_more_slowly_than_sinusoidal_at_first()

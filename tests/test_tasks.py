@@ -327,6 +327,22 @@ def test_make_evaluates_each_context_method_seed_by_seed_then_merges_each_method
     assert lines.index("--out runs/tasks/context/dca/seed9") < lines.index("-m eval.merge")
 
 
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_study_context_trains_what_is_missing_and_always_measures_the_plain_rows():
+    out = subprocess.run(["make", "--no-print-directory", "-n", "study-context", "SEED_NUMBERS=2",
+                          "CONTEXT_METHODS=sinks"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    lines = " ".join(out.replace("\\\n", " ").split())
+    runs = " ".join(f"runs/study/seed2/{run}" for run in ("rope", "alibi", "t5"))
+    for method in ("none", "sinks"):
+        command = (f"-m eval.extrapolation {runs} --lengths 128,256,512,1024,2048 --scaling none "
+                   f"--context-method {method} --out runs/study/context/{method}/seed2")
+        assert command in lines
+        assert f"-m eval.merge runs/study/context/{method}/seed2 --out reports/extrapolation/context/{method};" in lines
+        assert lines.index("run.name=t5 ") < lines.index(command)
+    assert lines.endswith("-m eval.plots reports/extrapolation/context/*/results.json --out reports/extrapolation/context")
+
+
 def test_pooled_accuracy_weights_the_bands_by_their_answers():
     rows = [{"run": "r", "seed": 1, "task": "t", "scaling": "none", "factor_rule": None, "length": 64,
              "multiple": 2, "accuracy": a, "answers": n} for a, n in ((1.0, 10), (0.0, 30))]

@@ -43,3 +43,25 @@ def test_perplexity_plot_labels_its_log_axis_and_draws_unscaled_rope_among_the_s
     assert len(labels) >= 3 and all(label.replace(",", "").isdigit() for label in labels), labels
     assert [line.get_label() for line in right.get_lines() if not line.get_label().startswith("_")][:2] == \
         ["rope (reference)", "rope: yarn (s = length/L)"]
+
+
+def test_context_methods_plot_draws_a_panel_per_run_and_none_as_the_dashed_reference(tmp_path, monkeypatch):
+    from eval import plots
+    figures = []
+    monkeypatch.setattr(plots.plt, "close", figures.append)
+    rows = [{"run": run, "seed": seed, "scaling": method, "train_length": 128, "length": n, "ppl": 100.0 + seed + n / 64,
+             "split": "test"} for run in ("rope", "alibi") for method in ("none", "sinks", "dca") for seed in (1, 2)
+            for n in (128, 512)]
+    for method in ("sinks", "none"):  # one results.json a method, in any order
+        folder = tmp_path / method
+        folder.mkdir()
+        (folder / "results.json").write_text(__import__("json").dumps([r for r in rows if r["scaling"] == method]))
+    plots.main([str(tmp_path / "sinks" / "results.json"), str(tmp_path / "none" / "results.json"), "--out", str(tmp_path)])
+    assert (tmp_path / "methods_vs_length.png").stat().st_size > 1000
+    plots.plot_context_methods(rows, tmp_path / "all.png")
+    axes = figures[-1].axes
+    assert [ax.get_title() for ax in axes] == ["rope", "alibi"]
+    lines = [line for line in axes[1].get_lines() if not line.get_label().startswith("_")]
+    assert [line.get_label() for line in lines] == ["none", "sinks", "dca", "training length"]
+    assert lines[0].get_linestyle() == "--" and lines[0].get_color() == "black"
+    assert list(lines[1].get_ydata()) == [101.5 + 2, 101.5 + 8]  # the mean of seeds 1 and 2 at 128 and 512

@@ -81,6 +81,9 @@ run_name = $(notdir $*)
 run_config = $(if $(filter $(run_name),$(CONTINUED)),$(EXTEND_CONFIG) train.init_from=$(STUDY)/seed$(run_seed)/rope,$(STUDY_CONFIG))
 run_args = $(or $(ARGS_$(run_name)),$(if $(filter $(run_name),$(ENCODINGS)),model.position.type=$(run_name)))
 .SECONDEXPANSION:
+# Each seed's RoPE run named as a target, so a continued run finds it whether or not RUNS lists it (make uses a
+# pattern rule once in a chain: run/7/rope-pi -> run/7/rope would not be found through run/% otherwise).
+$(foreach s,$(SEED_NUMBERS),run/$(s)/rope):
 run/%: install $$(if $$(filter $$(notdir $$*),$$(CONTINUED)),run/$$(dir $$*)rope)
 	$(RUN_PY) train.py --config $(run_config) run.out_dir=$(STUDY)/seed$(run_seed) run.seed=$(run_seed) \
 		run.name=$(run_name) $(run_args) $(DATA_OVERRIDE) --resume

@@ -314,6 +314,17 @@ def test_make_evaluates_each_run_once_trained_then_merges():
     assert "seed7/t5" not in lines
 
 
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_adds_an_encoding_to_a_seed_without_listing_rope():
+    """TASK_ENCODINGS=t5 on a seed: the fine-tunes still find their RoPE run (once a "No rule to make target")."""
+    out = subprocess.run(["make", "--no-print-directory", "-n", "extrapolation-tasks", "SEED_NUMBERS=7",
+                          "TASK_ENCODINGS=t5", "RESUME=1"], cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    lines = " ".join(out.stdout.replace("\\\n", " ").split())
+    assert lines.index("run.name=rope ") < lines.index("run.name=rope-pi ")
+    assert "--out runs/tasks/eval/seed7/t5 --resume" in lines and "--out runs/tasks/eval/seed7/rope --resume" not in lines
+
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_evaluates_each_context_method_seed_by_seed_then_merges_each_method():
     out = subprocess.run(["make", "--no-print-directory", "-n", "task-context", "SEED_NUMBERS=6 9",

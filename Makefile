@@ -106,7 +106,7 @@ EVAL_RESUME := $(if $(RESUME),--resume)
 # (configs/tasks.yaml, L = 128), evaluated by eval.tasks at 1x-16x L with RoPE's scalings. A run of the recipe
 # costs about 31 CPU-core minutes (8,000 steps, two at a time), so the track trains the encodings its questions
 # need, RoPE, ALiBi and NoPE (the recipe's three), and RoPE's 4x fine-tunes; TASK_ENCODINGS="rope alibi nope t5"
-# adds T5 (trained on seed 6 only: 38 minutes, reports/tasks/README.md).
+# adds T5 (trained on seeds 6-8: 38 minutes a run, reports/tasks/README.md).
 TASK_ENCODINGS ?= rope alibi nope
 TASK_RUNS ?= $(TASK_ENCODINGS) $(EXTENSIONS)
 extrapolation-tasks:

@@ -996,9 +996,12 @@ AT_L = {"rope": ("none", L), "alibi": ("none", L), "nope": ("none", L), "t5": ("
 SCALED = {m: f"{m} (s = length/L)" for m in ("linear", "ntk", "yarn")} | {"dynamic": "dynamic (s = T/L, cached)"}
 
 
+T5_SEEDS = (6, 7, 8)  # T5 is not in the Makefile's default TASK_ENCODINGS (the budget): trained on these seeds
+
+
 def track_runs(seed: int) -> set[str]:
-    """The runs of a seed: T5 was trained on seed 6 only (the Makefile's TASK_ENCODINGS, for the budget)."""
-    return set(AT_L) - ({"t5"} if seed != 6 else set())
+    """The runs of a seed: RoPE, ALiBi, NoPE and RoPE's fine-tunes, and T5 on T5_SEEDS."""
+    return set(AT_L) - ({"t5"} if seed not in T5_SEEDS else set())
 
 
 def task_acc(run: str, task: str, length: int, label: str = "none", seed: int = 6) -> float:
@@ -1061,14 +1064,16 @@ def test_what_each_encoding_learned():
                      f"({pct(task_acc('alibi', 'recall', L, seed=10))}%; in validation {pct(validation('alibi', 10, 5000)['recall'])}% at "
                      f"step 5,000 and {pct(final_validation('alibi', 10)['recall'])}% at step 8,000, as ALiBi's `recall` on seed 5 before it was "
                      f"drawn three times as often, row 33). NoPE learned the single-hop ones and, on seeds 7, 9 and 10, `passkey`",
-         "T5 (seed 6) all but `copy` and `recall`")
+         "T5 learned all five on seeds 7 and 8, and all but `copy` and `recall` on seed 6 "
+         f"({pct(task_acc('t5', 'copy', L))}% and {pct(task_acc('t5', 'recall', L))}%)")
     assert [set(TASK_NAMES) - learned_at_L("alibi", s) for s in TRACK_SEEDS] == [{"recall1"}, {"recall1"}, {"copy"}, {"recall1"},
                                                                                      {"recall"}]
     for seed in TRACK_SEEDS:
         assert learned_at_L("rope", seed) == set(TASK_NAMES)
     assert [learned_at_L("nope", s) for s in TRACK_SEEDS] == [set(SINGLE_HOP), {*SINGLE_HOP, "passkey"}, set(SINGLE_HOP),
                                                              {*SINGLE_HOP, "passkey"}, {*SINGLE_HOP, "passkey"}]
-    assert learned_at_L("t5") == set(TASK_NAMES) - {"copy", "recall"}
+    assert [learned_at_L("t5", s) for s in T5_SEEDS] == [set(TASK_NAMES) - {"copy", "recall"}, set(TASK_NAMES),
+                                                          set(TASK_NAMES)]
     says(TASKS_PAGE, "So over five seeds the recipe meets the track's bar, all five tasks at L, for RoPE alone: ALiBi "
                      "missed one task in every seed, not always the same one, and NoPE `copy` and `recall` in every seed.")
     missed = [set(TASK_NAMES) - learned_at_L("alibi", s) for s in TRACK_SEEDS]
@@ -1076,7 +1081,8 @@ def test_what_each_encoding_learned():
     assert all({"copy", "recall"} <= set(TASK_NAMES) - learned_at_L("nope", s) for s in TRACK_SEEDS)
     assert final(33)["recall"] < 0.9 and "alibi" in recipe_table()[33]["log"]
     says(README, "RoPE learned all five tasks at L in every seed, ALiBi four (not `recall1` on 6, 7 and 9, `copy` on 8, "
-                 "`recall` on 10), NoPE the single-hop ones (and `passkey` on 7, 9 and 10)")
+                 "`recall` on 10), NoPE the single-hop ones (and `passkey` on 7, 9 and 10), T5 all five on 7 and 8 (of 6-8).")
+    assert [s for s in T5_SEEDS if learned_at_L("t5", s) == set(TASK_NAMES)] == [7, 8]
 
 
 def validation(run: str, seed: int, step: int) -> dict[str, float]:
@@ -1206,12 +1212,17 @@ def test_a_far_back_anchor():
 def test_copy_beside_kazemnejad():
     def copy(run, n, label="none"):
         return per_seed([pct(task_acc(run, "copy", n, label, s)) for s in TRACK_SEEDS])
-    says(TASKS_PAGE, f"Neither of their two best encodings learned `copy` at L (NoPE {copy('nope', L)} on seeds 6 to 10, "
-                     "T5 77% on seed 6)",
+    def t5(n, run="t5"):
+        return per_seed([pct(task_acc(run, "copy", n, seed=s)) for s in (7, 8)])
+    says(TASKS_PAGE, f"NoPE, their best, did not learn `copy` at L ({copy('nope', L)} on seeds 6 to 10). T5, their second, "
+                     f"did on seeds 7 and 8 ({pct(task_acc('t5', 'copy', L))}% on seed 6), and at 2x L, the farthest they "
+                     f"tested, it copies {t5(X2)}, at or above ALiBi on the same seeds ({t5(X2, 'alibi')}), as their ranking "
+                     f"has it. Past 2x it falls ({t5(X4)} at 4x, {t5(X16)} at 16x), where",
          "ALiBi keeps `copy` to 4x L without a scaling in every seed (within 6 points of L or above it) and RoPE has fallen "
          "by 4x "
          f"({copy('rope', X4)}; {copy('rope', X16)} at 16x)", f"RoPE copies {copy('rope', X16, SCALED['yarn'])} at 16x")
-    assert pct(task_acc("t5", "copy", L)) == "77" and "copy" not in learned_at_L("t5")
+    assert "copy" not in learned_at_L("t5") and all("copy" in learned_at_L("t5", s) for s in (7, 8))
+    assert all(task_acc("t5", "copy", X2, seed=s) >= task_acc("alibi", "copy", X2, seed=s) for s in (7, 8))
     assert not any("copy" in learned_at_L("nope", s) for s in TRACK_SEEDS)
     assert all(task_acc("rope", "copy", X4, seed=s) < 0.35 for s in TRACK_SEEDS)  # ALiBi's: test_alibi_reads_back...
 
@@ -1231,12 +1242,12 @@ def context_defaults(method: str) -> dict:
 
 @functools.cache
 def context_rows(method: str) -> list[dict]:
-    """make task-context's rows of one method: its seeds, at its defaults, on RoPE and ALiBi (and T5 of seed 6)."""
+    """make task-context's rows of one method: its seeds, at its defaults, on RoPE and ALiBi (and T5 of T5_SEEDS)."""
     rows = previous_rows(TASK_REPORT / "context" / method / "results.json.gz", "eval.tasks", "accuracy")
     assert {r["seed"] for r in rows} == set(CONTEXT_SEEDS[method])
     assert all(r["context"] == {"type": method, **context_defaults(method)} for r in rows)
     assert {(r["run"], r["seed"]) for r in rows} == {(run, s) for s in CONTEXT_SEEDS[method]
-                                                     for run in ("rope", "alibi", *(("t5",) if s == 6 else ()))}
+                                                     for run in ("rope", "alibi", *(("t5",) if s in T5_SEEDS else ()))}
     return rows
 
 
@@ -1334,15 +1345,18 @@ def test_log_n_helps_the_biases_read_far_back_and_not_rope():
         return per_seed([pct(v) for v in at_16x(run, task, with_logn)])
     says(TASKS_PAGE, f"ALiBi's `copy` at 16x L is {quoted('alibi', 'copy', True)} with it, {quoted('alibi', 'copy', False)} "
                      f"without; its `recall` {quoted('alibi', 'recall', True)}, from {quoted('alibi', 'recall', False)}. T5 "
-                     f"(seed 6) reaches `passkey` {pct(at_16x('t5', 'passkey', True, 6)[0])}% at 16x, from "
-                     f"{pct(at_16x('t5', 'passkey', False, 6)[0])}%",
+                     f"gains most: at 16x its `copy` is {quoted('t5', 'copy', True)} with it ({quoted('t5', 'copy', False)} "
+                     f"without) and its `passkey` {quoted('t5', 'passkey', True)} ({quoted('t5', 'passkey', False)})",
          f"ALiBi's `passkey` at 16x gains on seed 6 ({pct(at_16x('alibi', 'passkey', True, 6)[0])}%, from "
          f"{pct(at_16x('alibi', 'passkey', False, 6)[0])}%) and loses on seeds 7 and 8 "
          f"({per_seed([pct(v) for s in (7, 8) for v in at_16x('alibi', 'passkey', True, s)])}, from "
          f"{per_seed([pct(v) for s in (7, 8) for v in at_16x('alibi', 'passkey', False, s)])})",
          f"`copy` at 16x {quoted('rope', 'copy', True)}, from {quoted('rope', 'copy', False)}")
-    for task in ("copy", "recall"):
-        assert all(x > y for x, y in zip(at_16x("alibi", task, True), at_16x("alibi", task, False)))
+    for run, task in (("alibi", "copy"), ("alibi", "recall"), ("t5", "copy"), ("t5", "passkey")):
+        assert all(x > y for x, y in zip(at_16x(run, task, True), at_16x(run, task, False))), (run, task)
+    t5_gain = [x - y for task in ("copy", "passkey") for x, y in zip(at_16x("t5", task, True), at_16x("t5", task, False))]
+    alibi_gain = [x - y for task in ("copy", "passkey") for x, y in zip(at_16x("alibi", task, True), at_16x("alibi", task, False))]
+    assert min(t5_gain) > max(alibi_gain)  # "T5 gains most"
     gains = [x > y for x, y in zip(at_16x("alibi", "passkey", True), at_16x("alibi", "passkey", False))]
     assert gains == [True, False, False]
     assert max(at_16x("rope", "copy", True)) < 0.1
@@ -1363,9 +1377,11 @@ def test_rerope_makes_distance_stop_mattering():
     alibi = {n: [pct(context_acc("rerope", "alibi", "copy", n, s)) for s in seeds] for n in (L, X16)}
     says(TASKS_PAGE, f"`copy` at L {per_seed(alibi[L])} ({per_seed([pct(task_acc('alibi', 'copy', L, seed=s)) for s in seeds])} "
                      f"without), {per_seed(alibi[X16])} at 16x")
-    t5 = max(abs(context_acc("rerope", "t5", t, n, 6) - task_acc("t5", t, n)) for t in TASK_NAMES for n in (L, X2, X4, X8, X16))
-    says(TASKS_PAGE, "T5 (seed 6) is within 6 points of its plain rows** on every task at every length")
-    assert 0.05 < t5 <= 0.06
+    t5 = [max(abs(context_acc("rerope", "t5", t, n, s) - task_acc("t5", t, n, seed=s)) for t in TASK_NAMES
+              for n in (L, X2, X4, X8, X16)) for s in T5_SEEDS]
+    within = per_seed([math.ceil(round(100 * d, 6)) for d in t5]).replace("%", "")  # an upper bound: 12.5 is "13"
+    says(TASKS_PAGE, f"T5 is within {within} points of its plain rows** "
+                     "(seeds 6, 7 and 8) on every task at every length")
 
 
 def test_dca_lifts_ropes_recall_with_length():
@@ -1416,7 +1432,9 @@ def test_leaky_rerope_keeps_alibi_flat_and_shows_rope_its_far_anchor():
 
 def test_the_readme_sums_up_the_context_methods():
     says(README, "Self-Extend keeps ALiBi's retrieval to 16x L (Leaky ReRoPE its `recall` and `passkey`); DCA lifts RoPE's "
-                 "`recall`; sinks read nothing past their window.")
+                 "`recall`; sinks read nothing past their window; log-n helps T5.")
+    assert all(context_acc("logn", "t5", t, X16, s) > task_acc("t5", t, X16, seed=s) for s in T5_SEEDS
+               for t in ("copy", "passkey"))
     for method, tasks in (("self-extend", INDUCTION), ("leaky-rerope", ("recall", "passkey"))):
         for s in CONTEXT_SEEDS[method]:  # ALiBi at 16x L within 7 points of plain ALiBi at L, where it learned the task
             for t in tasks:

@@ -76,6 +76,19 @@ def format_log_axes(ax, ppls: list[float]) -> None:
     ax.grid(True, which="both", alpha=0.3)
 
 
+REFERENCE = {"color": "black", "linestyle": "--", "marker": None, "linewidth": 1.5}  # the curve the others are judged by
+
+
+def seed_band(curve: dict[int, list[dict]]) -> list[tuple]:
+    """(length, mean, lowest, highest) of a curve's perplexity over seeds, at each length every seed measured."""
+    points = []
+    for length, rs in sorted(curve.items()):
+        values = [r["ppl"] for r in rs if r["ppl"] is not None]
+        if values and len(values) == len(rs):
+            points.append((length, statistics.fmean(values), min(values), max(values)))
+    return points
+
+
 def plot_ppl_vs_length(rows: list[dict], path: Path) -> None:
     table = curves(rows)
     fig, axes = plt.subplots(1, 2, figsize=(14, 5.5), sharey=True)
@@ -86,16 +99,12 @@ def plot_ppl_vs_length(rows: list[dict], path: Path) -> None:
     for ax, keys, title in zip(axes, (encodings, references + scalings), ("Encodings and context-extension fine-tunes",
                                                                          "RoPE scalings without training")):
         for i, key in enumerate(keys):
-            points = []
-            for length, rs in sorted(table[key].items()):
-                values = [r["ppl"] for r in rs if r["ppl"] is not None]
-                if values and len(values) == len(rs):
-                    points.append((length, statistics.fmean(values), min(values), max(values)))
+            points = seed_band(table[key])
             if points:
                 x, mean, low, high = zip(*points)
                 st = style(i)
                 if ax is axes[1] and key in references:
-                    st = {**st, "color": "black", "linestyle": "--", "marker": None}
+                    st = {**st, **REFERENCE}
                 ax.plot(x, mean, label=legend_label(key) + (" (reference)" if ax is axes[1] and key in references else ""),
                         **st)
                 ax.fill_between(x, low, high, color=st["color"], alpha=0.15, linewidth=0)
@@ -115,25 +124,23 @@ def plot_ppl_vs_length(rows: list[dict], path: Path) -> None:
 
 
 def plot_context_methods(rows: list[dict], path: Path) -> None:
-    """A panel per run, a line per context method (the scaling column: a method's name, or "none"): the mean over
-    seeds with a band from the lowest to the highest seed."""
-    runs = list(dict.fromkeys(r["run"] for r in rows))
-    methods = list(dict.fromkeys(r["scaling"] for r in sorted(rows, key=lambda r: r["scaling"] != "none")))
+    """A panel per run, a line per context method (the scaling column: a method's name, or "none" dashed black):
+    the mean over seeds with a band from the lowest to the highest seed."""
+    table = curves(rows)
+    runs = list(dict.fromkeys(key[0] for key in table))
+    methods = list(dict.fromkeys(key[2] for key in sorted(table, key=lambda k: k[2] != "none")))  # a colour each
     fig, axes = plt.subplots(1, len(runs), figsize=(5 * len(runs), 4.5), sharey=True, squeeze=False)
     for ax, run in zip(axes[0], runs):
-        for i, method in enumerate(methods):
-            by_length: dict[int, list[float]] = {}
-            for r in rows:
-                if (r["run"], r["scaling"]) == (run, method) and r["ppl"] is not None:
-                    by_length.setdefault(r["length"], []).append(r["ppl"])
-            if not by_length:
+        keys = sorted((k for k in table if k[0] == run), key=lambda k: methods.index(k[2]))
+        for key in keys:
+            points = seed_band(table[key])
+            if not points:
                 continue
-            x = sorted(by_length)
-            st = {"color": "black", "linestyle": "--", "marker": None, "linewidth": 1.5} if method == "none" else style(i)
-            ax.plot(x, [statistics.fmean(by_length[n]) for n in x], label=method, **st)
-            ax.fill_between(x, [min(by_length[n]) for n in x], [max(by_length[n]) for n in x], color=st["color"],
-                            alpha=0.12, linewidth=0)
-        mark_training_lengths(ax, [(None, None, None, L) for L in {r["train_length"] for r in rows if r["run"] == run}])
+            x, mean, low, high = zip(*points)
+            st = REFERENCE if key[2] == "none" else style(methods.index(key[2]))
+            ax.plot(x, mean, label=key[2], **st)
+            ax.fill_between(x, low, high, color=st["color"], alpha=0.12, linewidth=0)
+        mark_training_lengths(ax, keys)
         format_log_axes(ax, [r["ppl"] for r in rows if r["ppl"] is not None])
         ax.set_title(run)
         ax.legend(fontsize=7, loc="upper left")
@@ -144,8 +151,8 @@ def plot_context_methods(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def plot_loss_vs_position(rows: list[dict], path: Path) -> None:
-    deltas = relative_to_nope(rows)
+def plot_loss_vs_position(rows: list[dict], path: Path, deltas: dict) -> None:
+    """deltas: relative_to_nope(rows)."""
     longest = max((r["length"] for r in rows if r["loss_by_position"]), default=None)
     fig, axes = plt.subplots(1, 2, figsize=(14, 5.5), sharey=True)
     buckets = next((r["loss_by_position"] for r in rows if r["length"] == longest and r["loss_by_position"]), [])
@@ -276,9 +283,10 @@ def plot_results(rows: list[dict], out_dir: str | Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / "ppl_vs_length.png"]
     plot_ppl_vs_length(rows, paths[0])
-    if relative_to_nope(rows):
+    deltas = relative_to_nope(rows)
+    if deltas:
         paths.append(out_dir / "loss_vs_position.png")
-        plot_loss_vs_position(rows, paths[1])
+        plot_loss_vs_position(rows, paths[1], deltas)
     return paths
 
 

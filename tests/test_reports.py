@@ -1545,7 +1545,12 @@ def test_text_context_self_extend_flat_to_4x_then_rising_short_of_dynamic_yarn()
     assert x_span(dynamic_yarn) == "0.84-0.86x" and min(to_none("self-extend", "rope", X16)) > max(dynamic_yarn)
     for method in ("rerope", "leaky-rerope", "dca", "sinks"):
         assert max(to_none(method, "rope", X16)) < min(dynamic_yarn), method
-    assert 32 < 2047 / 4 + 24 and round(511 / 4 + 24) == 152 and round(2047 / 4 + 24) == 536  # "about 150", "about 530"
+    from model.context import CONTEXT_METHODS
+    method = CONTEXT_METHODS["self-extend"](**context_defaults("self-extend"))
+    shown = [int(method.distance(torch.tensor([n - 1]), torch.tensor([0]))[0, 0]) for n in (X4, X16)]
+    assert shown == [151, 535] and shown[0] > L
+    says(STUDY, "A key d > 32 back is shown at about d/4 + 24: the first token at 151 at 512 tokens (near L), at 535 at "
+                "2,048.")
 
 
 def test_text_context_methods_that_shorten_distances_cost_alibi():

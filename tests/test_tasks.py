@@ -314,7 +314,6 @@ def test_make_evaluates_each_run_once_trained_then_merges():
     assert "seed7/t5" not in lines
 
 
-
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_adds_an_encoding_to_a_seed_without_listing_rope():
     """TASK_ENCODINGS=t5 on a seed: the fine-tunes still find their RoPE run (once a "No rule to make target")."""
@@ -324,6 +323,7 @@ def test_make_adds_an_encoding_to_a_seed_without_listing_rope():
     lines = " ".join(out.stdout.replace("\\\n", " ").split())
     assert lines.index("run.name=rope ") < lines.index("run.name=rope-pi ")
     assert "--out runs/tasks/eval/seed7/t5 --resume" in lines and "--out runs/tasks/eval/seed7/rope --resume" not in lines
+
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_evaluates_each_context_method_seed_by_seed_then_merges_each_method():
@@ -336,7 +336,6 @@ def test_make_evaluates_each_context_method_seed_by_seed_then_merges_each_method
         assert (f"-m eval.merge runs/tasks/context/{method}/seed6 runs/tasks/context/{method}/seed9 "
                 f"--out reports/tasks/context/{method};") in lines
     assert lines.index("--out runs/tasks/context/dca/seed9") < lines.index("-m eval.merge")
-
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")

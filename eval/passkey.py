@@ -3,16 +3,17 @@ section 4.2) as the PI paper (Chen et al., arXiv 2306.15595, section 3) and YaRN
 section 4) run it, drawn as a needle-in-a-haystack heat map.
 
     python -m eval.passkey runs/study/seed1/rope [hf:PATH ...] [--multiples 1,2,4,8,16] [--lengths 4096,8192] \
-        [--depths 0,0.25,0.5,0.75,1] [--trials 20] [--scaling none,yarn] [--data SOURCE] [--out reports/passkey]
+        [--depths 0,0.25,0.5,0.75,1] [--trials 20] [--scaling none,yarn] [--out reports/passkey]
 
 A prompt of exactly `length` tokens: the task's opening line, the filler sentences repeated, "The pass key is
 NNNNN. Remember it. NNNNN is the pass key." (a 5-digit key, or a word where the tokenizer has no digit tokens) at a
-depth of the filler (0: first, 1: last, placed between two
-repetitions), more filler, and "What is the pass key? The pass key is". A trial is right when greedy decoding
+depth of the filler (0: first, 1: last, between two repetitions), more filler, and "What is the pass key? The pass
+key is". A trial is right when greedy decoding
 would continue with the key's tokens: each of them is the model's top prediction after the ones before it (one
 forward pass, no sampling); `key_tokens` is the mean share of the key's tokens so predicted, partial retrieval.
-The keys are drawn from --seed, the same for every model, depth and scaling. Depths share the filler before their key, so the cached keys and values of that prefix are computed once
-per length and every trial continues from them.
+The keys are drawn from --seed, the same for every model, depth and scaling. Depths share the filler before their
+key: its keys and values are computed once per length, and every trial continues them (deepest key first), so a
+cell costs the tokens after its key; each row is written as its depth is measured.
 
 A model is a run directory or hf:PATH. Scalings are chosen as in eval.probe: an unscaled RoPE run gets each static
 method of --scaling with s = max(1, length / L) (s = 1 is plain RoPE: that row repeats plain RoPE's numbers and
@@ -30,6 +31,7 @@ import statistics
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Iterator
 
 import torch
 from tqdm import tqdm
@@ -109,33 +111,31 @@ class Prompts:
         return fact + self.filler_tokens(at + after)[at:] + self.question, answer
 
 
-@torch.inference_mode()
-def predictions(model, prompts: Prompts, length: int, depths: list[float], device) -> dict[float, list[list[int]]]:
-    """For each depth, each trial's top predictions of the key's tokens, each after the key's tokens before it
-    (the key itself where greedy decoding would retrieve it). The prefix before the key (the opening and the
-    filler) is prefilled once and grown depth by depth; each trial continues it and is rewound to it."""
+def predictions(model, prompts: Prompts, length: int, depths: list[float], device) -> Iterator[tuple[float, list]]:
+    """(depth, each trial's top predictions of the key's tokens, each after the key's tokens before it: the key
+    itself where greedy decoding would retrieve it), deepest key first. The filler before the deepest key is
+    prefilled once; a trial continues the prefix before its key and is rewound to it (the keys and values of a
+    prefix do not depend on what follows it), so each depth costs its trials' tokens after the key."""
     cache = KVCache(model.cfg.n_layers, capacity=length)
-    prefix = prompts.head + prompts.filler_tokens(max(prompts.key_at(length, d) for d in depths))
-    done, out = 0, {}
 
+    @torch.inference_mode()
     def forward(tokens: list[int], last_only: bool):
         with autocast(device):
             logits, _ = model(torch.tensor([tokens], device=device), cache=cache, last_only=last_only)
         return logits[0].float()
 
-    for depth in sorted(depths):
-        start = len(prompts.head) + prompts.key_at(length, depth)
-        if start > done:
-            forward(prefix[done:start], last_only=True)
-            done = start
-        out[depth] = []
+    starts = {d: len(prompts.head) + prompts.key_at(length, d) for d in depths}
+    forward(prompts.head + prompts.filler_tokens(max(starts.values()) - len(prompts.head)), last_only=True)
+    for depth in sorted(depths, reverse=True):
+        cache.rewind(starts[depth])
+        predicted = []
         for i in range(len(prompts.keys)):
-            body, answer = prompts.trial(i, length, start - len(prompts.head))
+            body, answer = prompts.trial(i, length, starts[depth] - len(prompts.head))
             first = forward(body, last_only=True)[-1:]  # predicts the key's first token
             rest = forward(answer[:-1], last_only=False) if len(answer) > 1 else first[:0]
-            out[depth].append(torch.cat([first, rest]).argmax(-1).tolist())
-            cache.rewind(start)
-    return out
+            predicted.append(torch.cat([first, rest]).argmax(-1).tolist())
+            cache.rewind(starts[depth])
+        yield depth, predicted
 
 
 def row_key(r: dict) -> tuple:
@@ -149,32 +149,37 @@ def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[f
     base = {"run": run.name, "seed": run.seed, "position": run.position, "train_length": run.train_length,
             "keys": prompts.kind}
     measured: dict[tuple, dict[float, tuple]] = {}  # (model, length) -> {depth: (label, shares, seconds)}
+
+    def emit(row: dict, known: dict) -> None:  # the row with its depth's numbers, measured under its label or another's
+        label_of, shares, seconds = known[row["depth"]]
+        hits = sum(share == 1.0 for share in shares)
+        on_row({**row, "value": round(hits / len(shares), 4), "hits": hits, "trials": len(shares),
+                "key_tokens": round(statistics.fmean(shares), 4),
+                **({"seconds": seconds} if label_of == row["scaling"] else {"same_as": label_of})})
+
     for length in lengths:
         for label, scaling in model_variants(run, methods, length):
             rows = [{**base, "scaling": label, "length": length, "multiple": round(length / run.train_length, 4),
                      "depth": d, "value": None} for d in depths]
-            rows = [r for r in rows if row_key(r) not in done]
+            rows = {r["depth"]: r for r in rows if row_key(r) not in done}
             known = measured.setdefault((repr(scaling), length), {})
-            missing = [r["depth"] for r in rows if r["depth"] not in known]
+            missing = [d for d in rows if d not in known]
             if missing:
                 model = load_model(run.path, scaling=scaling, device=device)
                 limit = model.position.max_positions
                 if limit is not None and length > limit:
-                    for r in rows:
+                    for r in rows.values():
                         on_row({**r, "note": f"{run.position} positions stop at {limit - 1}"})
                     continue
                 t0 = time.perf_counter()
-                predicted = predictions(model, prompts, length, missing, device)
-                seconds = round((time.perf_counter() - t0) / len(missing), 2)
-                for d, trials in predicted.items():
-                    known[d] = (label, [statistics.fmean(p == a for p, a in zip(trial, answer))
-                                        for trial, answer in zip(trials, prompts.answers)], seconds)
-            for r in rows:
-                label_of, shares, seconds = known[r["depth"]]
-                hits = sum(share == 1.0 for share in shares)
-                on_row({**r, "value": round(hits / len(shares), 4), "hits": hits, "trials": len(shares),
-                        "key_tokens": round(statistics.fmean(shares), 4),
-                        **({"seconds": seconds} if label_of == label else {"same_as": label_of})})
+                for d, trials in predictions(model, prompts, length, missing, device):  # each row as it is measured
+                    shares = [statistics.fmean(p == a for p, a in zip(trial, answer))
+                              for trial, answer in zip(trials, prompts.answers)]
+                    known[d], t0 = (label, shares, round(time.perf_counter() - t0, 2)), time.perf_counter()
+                    emit(rows[d], known)
+            for d, r in rows.items():
+                if d not in missing:
+                    emit(r, known)
 
 
 # ----------------------------------------------------------------------------- report
@@ -193,8 +198,8 @@ def cell_value(rows: list[dict]) -> float | None:
 
 
 CELL = ("Each cell: the share of trials whose key is the greedy continuation (right / trials, over all seeds; the "
-        "mean share of the key's tokens predicted; the seconds the cell took, its share of the shared prefix "
-        "included); = none: s = 1 is plain RoPE.")
+        "mean share of the key's tokens predicted; the seconds its trials took, the deepest key's cell also the "
+        "filler before it, computed once for every depth); = none: s = 1 is plain RoPE.")
 
 
 def markdown(rows: list[dict]) -> str:

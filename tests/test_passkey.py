@@ -68,11 +68,12 @@ def exported(tiny_run, tmp_path_factory) -> str:
 
 @pytest.mark.parametrize("model_kind", ["run", "hf"])
 def test_the_shared_prefix_predicts_as_a_full_pass(model_kind, tiny_run, request):
-    """Depths continue one cached prefix, rewound after every trial: the predictions of a full forward pass."""
+    """Depths continue one cached prefix, deepest first, rewound after every trial: a full forward pass's
+    predictions."""
     path = tiny_run if model_kind == "run" else request.getfixturevalue("exported")
     model = load_model(path, device="cpu")
     prompts, length, depths = Prompts(load_tokenizer(path), seed=1, trials=3), 300, [0, 0.5, 1]
-    cached = passkey.predictions(model, prompts, length, depths, torch.device("cpu"))
+    cached = dict(passkey.predictions(model, prompts, length, depths, torch.device("cpu")))
     for depth in depths:
         for i in range(3):
             tokens, _ = full_prompt(prompts, i, length, depth)

@@ -5,12 +5,13 @@ section 4) run it, drawn as a needle-in-a-haystack heat map.
     python -m eval.passkey runs/study/seed1/rope [hf:PATH ...] [--multiples 1,2,4,8,16] [--lengths 4096,8192] \
         [--depths 0,0.25,0.5,0.75,1] [--trials 20] [--scaling none,yarn] [--out reports/passkey]
 
-A prompt of exactly `length` tokens: the task's opening line, the filler sentences repeated, "The pass key is
+A prompt of `length` tokens with the tokens generated after it: the task's opening line, the filler sentences repeated, "The pass key is
 NNNNN. Remember it. NNNNN is the pass key." (a 5-digit key, or a word where the tokenizer has no digit tokens) at a
 depth of the filler (0: first, 1: last, between two repetitions), more filler, and "What is the pass key? The pass
-key is". A trial is right when greedy decoding
-would continue with the key's tokens: each of them is the model's top prediction after the ones before it (one
-forward pass, no sampling); `key_tokens` is the mean share of the key's tokens so predicted, partial retrieval.
+key is". A trial is right when the key is in the text the model generates greedily after the question (its tokens
+and EXTRA_TOKENS more, room for a lead-in such as " the"), as the papers' scripts read the answer; `key_tokens` is
+the mean share of the key's tokens that are the model's top prediction after the key's tokens before them, partial
+retrieval.
 The keys are drawn from --seed, the same for every model, depth and scaling. Depths share the filler before their
 key: its keys and values are computed once per length, and every trial continues them (deepest key first), so a
 cell costs the tokens after its key; each row is written as its depth is measured.
@@ -58,6 +59,7 @@ DEFAULT_MULTIPLES = "1,2,4,8,16"
 DEFAULT_DEPTHS = "0,0.25,0.5,0.75,1"
 DEFAULT_TRIALS = 20
 RESULTS = "passkey.json"
+EXTRA_TOKENS = 4  # generated beyond the key's own tokens, for a lead-in such as " the" or ":"
 
 
 def has_digits(tokenizer) -> bool:
@@ -86,12 +88,15 @@ class Prompts:
         self.head = ([] if tokenizer.bos_id is None else [tokenizer.bos_id]) + tokenizer.encode(OPENING)
         self.filler = tokenizer.encode(FILLER)
         self.question = tokenizer.encode(QUESTION)
+        self.decode = tokenizer.decode
         self.kind, keys = draw_keys(tokenizer, seed, trials)
         self.keys = keys
         self.facts = [tokenizer.encode(FACT.format(key=k)) for k in keys]
         self.answers = [tokenizer.encode(ANSWER.format(key=k)) for k in keys]
-        # the filler tokens of the longest trial: every trial's key sits at the same place (a shared prefix)
-        self.fixed = len(self.head) + len(self.question) + max(map(len, self.facts)) + max(map(len, self.answers)) - 1
+        # all but the filler in the longest trial, its generated tokens included: every trial's key sits at the same
+        # place (a shared prefix), and no token goes past position length - 1
+        self.fixed = len(self.head) + len(self.question) + max(map(len, self.facts)) + max(map(len, self.answers)) \
+            + EXTRA_TOKENS
 
     def filler_tokens(self, n: int) -> list[int]:
         return (self.filler * (n // len(self.filler) + 1))[:n]
@@ -105,37 +110,43 @@ class Prompts:
         return round(depth * (room // len(self.filler))) * len(self.filler)
 
     def trial(self, i: int, length: int, at: int) -> tuple[list[int], list[int]]:
-        """(the tokens after the shared prefix up to the question's end, the answer's tokens) of trial i."""
+        """(the tokens after the shared prefix up to the question's end, the answer's tokens) of trial i: with the
+        key's tokens and EXTRA_TOKENS generated after them, `length` tokens."""
         fact, answer = self.facts[i], self.answers[i]
-        after = length - len(self.head) - at - len(fact) - len(self.question) - (len(answer) - 1)
+        after = length - len(self.head) - at - len(fact) - len(self.question) - len(answer) - EXTRA_TOKENS
         return fact + self.filler_tokens(at + after)[at:] + self.question, answer
 
 
 def predictions(model, prompts: Prompts, length: int, depths: list[float], device) -> Iterator[tuple[float, list]]:
-    """(depth, each trial's top predictions of the key's tokens, each after the key's tokens before it: the key
-    itself where greedy decoding would retrieve it), deepest key first. The filler before the deepest key is
-    prefilled once; a trial continues the prefix before its key and is rewound to it (the keys and values of a
-    prefix do not depend on what follows it), so each depth costs its trials' tokens after the key."""
+    """(depth, for each trial (the tokens greedy decoding generates after the question, the key's tokens plus
+    EXTRA_TOKENS; the top prediction of each key token after the key's tokens before it)), deepest key first. The
+    filler before the deepest key is prefilled once; a trial continues the prefix before its key and is rewound
+    to it (the keys and values of a prefix do not depend on what follows it), so each depth costs its trials'
+    tokens after the key."""
     cache = KVCache(model.cfg.n_layers, capacity=length)
 
     @torch.inference_mode()
     def forward(tokens: list[int], last_only: bool):
         with autocast(device):
             logits, _ = model(torch.tensor([tokens], device=device), cache=cache, last_only=last_only)
-        return logits[0].float()
+        return logits[0].float().argmax(-1).tolist()
 
     starts = {d: len(prompts.head) + prompts.key_at(length, d) for d in depths}
     forward(prompts.head + prompts.filler_tokens(max(starts.values()) - len(prompts.head)), last_only=True)
     for depth in sorted(depths, reverse=True):
         cache.rewind(starts[depth])
-        predicted = []
+        out = []
         for i in range(len(prompts.keys)):
             body, answer = prompts.trial(i, length, starts[depth] - len(prompts.head))
-            first = forward(body, last_only=True)[-1:]  # predicts the key's first token
-            rest = forward(answer[:-1], last_only=False) if len(answer) > 1 else first[:0]
-            predicted.append(torch.cat([first, rest]).argmax(-1).tolist())
+            generated = forward(body, last_only=True)
+            asked = len(cache)
+            while len(generated) < len(answer) + EXTRA_TOKENS:
+                generated += forward(generated[-1:], last_only=True)
+            cache.rewind(asked)
+            teacher = generated[:1] + (forward(answer[:-1], last_only=False) if len(answer) > 1 else [])
+            out.append((generated, teacher))
             cache.rewind(starts[depth])
-        yield depth, predicted
+        yield depth, out
 
 
 def row_key(r: dict) -> tuple:
@@ -148,12 +159,12 @@ def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[f
     prompts = Prompts(load_tokenizer(run.path), seed, trials)
     base = {"run": run.name, "seed": run.seed, "position": run.position, "train_length": run.train_length,
             "keys": prompts.kind}
-    measured: dict[tuple, dict[float, tuple]] = {}  # (model, length) -> {depth: (label, shares, seconds)}
+    measured: dict[tuple, dict[float, tuple]] = {}  # (model, length) -> {depth: (label, right, shares, seconds)}
 
     def emit(row: dict, known: dict) -> None:  # the row with its depth's numbers, measured under its label or another's
-        label_of, shares, seconds = known[row["depth"]]
-        hits = sum(share == 1.0 for share in shares)
-        on_row({**row, "value": round(hits / len(shares), 4), "hits": hits, "trials": len(shares),
+        label_of, right, shares, seconds = known[row["depth"]]
+        hits = sum(right)
+        on_row({**row, "value": round(hits / len(right), 4), "hits": hits, "trials": len(right),
                 "key_tokens": round(statistics.fmean(shares), 4),
                 **({"seconds": seconds} if label_of == row["scaling"] else {"same_as": label_of})})
 
@@ -173,9 +184,10 @@ def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[f
                     continue
                 t0 = time.perf_counter()
                 for d, trials in predictions(model, prompts, length, missing, device):  # each row as it is measured
-                    shares = [statistics.fmean(p == a for p, a in zip(trial, answer))
-                              for trial, answer in zip(trials, prompts.answers)]
-                    known[d], t0 = (label, shares, round(time.perf_counter() - t0, 2)), time.perf_counter()
+                    right = [key in prompts.decode(generated) for key, (generated, _) in zip(prompts.keys, trials)]
+                    shares = [statistics.fmean(p == a for p, a in zip(teacher, answer))
+                              for (_, teacher), answer in zip(trials, prompts.answers)]
+                    known[d], t0 = (label, right, shares, round(time.perf_counter() - t0, 2)), time.perf_counter()
                     emit(rows[d], known)
             for d, r in rows.items():
                 if d not in missing:
@@ -197,7 +209,7 @@ def cell_value(rows: list[dict]) -> float | None:
     return None if any(v is None for v in values) else statistics.fmean(values)
 
 
-CELL = ("Each cell: the share of trials whose key is the greedy continuation (right / trials, over all seeds; the "
+CELL = ("Each cell: the share of trials whose key is in the greedy continuation (right / trials, over all seeds; the "
         "mean share of the key's tokens predicted; the seconds its trials took, the deepest key's cell also the "
         "filler before it, computed once for every depth); = none: s = 1 is plain RoPE.")
 

@@ -10,6 +10,7 @@ import yaml
 from conftest import copy_run
 
 from checkpoint import load_model, load_tokenizer
+from generate import generate_tokens
 from eval import passkey
 from eval.passkey import Prompts
 from model.attention import KVCache
@@ -19,11 +20,10 @@ SMOLLM2 = ROOT / ".cache" / "smollm2" / "SmolLM2-135M-Instruct-Q4_1"  # where `m
 
 
 def full_prompt(prompts: Prompts, i: int, length: int, depth: float) -> tuple[list[int], int]:
-    """Trial i's whole input (the key's last token left out, as it predicts nothing asked), and where its key
-    sentence starts."""
+    """Trial i's prompt up to the question's end, and where its key sentence starts."""
     at = prompts.key_at(length, depth)
-    body, answer = prompts.trial(i, length, at)
-    return prompts.head + prompts.filler_tokens(at) + body + answer[:-1], len(prompts.head) + at
+    body, _ = prompts.trial(i, length, at)
+    return prompts.head + prompts.filler_tokens(at) + body, len(prompts.head) + at
 
 
 @pytest.mark.parametrize("length", [200, 333, 1024])
@@ -34,13 +34,12 @@ def test_a_prompt_has_the_length_asked_and_its_key_at_its_depth(tiny_run, length
     for depth in (0, 0.3, 0.5, 1):
         for i in range(4):
             tokens, key = full_prompt(prompts, i, length, depth)
-            assert len(tokens) == length
+            assert len(tokens) + len(prompts.answers[i]) + passkey.EXTRA_TOKENS == length  # with what it generates
             fact = prompts.facts[i]
             assert tokens[key:key + len(fact)] == fact
             before = key - len(prompts.head)
             assert before % len(prompts.filler) == 0 and before == round(depth * reps) * len(prompts.filler)
-            assert tokens[-len(prompts.answers[i]) + 1 - len(prompts.question):][:len(prompts.question)] == \
-                prompts.question
+            assert tokens[-len(prompts.question):] == prompts.question
     assert len(set(map(tuple, prompts.answers))) > 1  # keys differ between trials
 
 
@@ -53,6 +52,9 @@ def test_a_tokenizer_with_digits_gets_five_digit_keys(tiny_run):
 
         def piece(self, i):
             return chr(i)
+
+        def decode(self, ids):
+            return "".join(map(chr, ids))
     prompts = Prompts(Digits(), seed=0, trials=20)
     assert prompts.kind == "5 digits" and len(set(prompts.keys)) == 20
     assert all(len(k) == 5 and k.isdigit() for k in prompts.keys)
@@ -67,9 +69,9 @@ def exported(tiny_run, tmp_path_factory) -> str:
 
 
 @pytest.mark.parametrize("model_kind", ["run", "hf"])
-def test_the_shared_prefix_predicts_as_a_full_pass(model_kind, tiny_run, request):
-    """Depths continue one cached prefix, deepest first, rewound after every trial: a full forward pass's
-    predictions."""
+def test_the_shared_prefix_generates_and_predicts_as_a_full_pass(model_kind, tiny_run, request):
+    """Depths continue one cached prefix, deepest first, rewound after every trial: generate.py's greedy tokens on
+    the whole prompt, and a full forward pass's predictions of the key's tokens."""
     path = tiny_run if model_kind == "run" else request.getfixturevalue("exported")
     model = load_model(path, device="cpu")
     prompts, length, depths = Prompts(load_tokenizer(path), seed=1, trials=3), 300, [0, 0.5, 1]
@@ -77,10 +79,12 @@ def test_the_shared_prefix_predicts_as_a_full_pass(model_kind, tiny_run, request
     for depth in depths:
         for i in range(3):
             tokens, _ = full_prompt(prompts, i, length, depth)
+            answer = prompts.answers[i]
+            generated, teacher = cached[depth][i]
+            assert generated == list(generate_tokens(model, tokens, len(answer) + passkey.EXTRA_TOKENS, temperature=0))
             with torch.no_grad():
-                logits, _ = model(torch.tensor([tokens]))
-            n = len(prompts.answers[i])
-            assert cached[depth][i] == logits[0, -n:].argmax(-1).tolist(), (depth, i)
+                logits, _ = model(torch.tensor([tokens + answer[:-1]]))
+            assert teacher == logits[0, -len(answer):].argmax(-1).tolist(), (depth, i)
 
 
 @pytest.mark.parametrize("model_kind", ["run", "hf"])

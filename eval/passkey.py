@@ -1,5 +1,5 @@
-"""Passkey retrieval in repeated filler, by length and depth: the test of Mohtashami & Jaggi (arXiv 2305.16300,
-section 4.2) as the PI paper (Chen et al., arXiv 2306.15595, section 3) and YaRN (Peng et al., arXiv 2309.00071,
+"""Passkey retrieval in repeated filler, by length and depth: the test of Mohtashami & Jaggi (Landmark Attention,
+arXiv 2305.16300) as the PI paper (Chen et al., arXiv 2306.15595, section 3) and YaRN (Peng et al., arXiv 2309.00071,
 section 4) run it, drawn as a needle-in-a-haystack heat map.
 
     python -m eval.passkey runs/study/seed1/rope [hf:PATH ...] [--multiples 1,2,4,8,16] [--lengths 4096,8192] \
@@ -40,14 +40,14 @@ from tqdm import tqdm
 from checkpoint import atomic_write_text, hold, load_model, load_tokenizer
 from config import ArgumentParser, UserError
 from device import autocast, keep_freed_host_memory, pick_device
-from eval.extrapolation import (Run, check_taken, keep_finished, parse_lengths,
-                               parse_multiples, parse_scalings, previous_rows, read_runs)
+from eval.extrapolation import (Run, check_taken, keep_finished, parse_lengths, parse_multiples, parse_scalings,
+                               previous_rows, read_runs)
 from eval.plots import plt
 from eval.probe import key_words, model_variants
 from model.attention import KVCache
 from model.rope import SCALINGS
 
-# The prompt's text, as Mohtashami & Jaggi's appendix and the PI paper's Figure 8 give it.
+# The prompt's text, as Mohtashami & Jaggi give it and the PI and YaRN papers reuse it.
 OPENING = ("There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "
            "I will quiz you about the important information there.")
 FILLER = " The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."

@@ -26,8 +26,9 @@ DESCRIPTION = """\
   prefilled, the rest decoded through the cache in chunks of 16 tokens, each chunk with the frequencies of its last
   length, and every cached key keeps the rotation it was computed with.
 - Passkey (eval.passkey): the prompt of Mohtashami & Jaggi, as the PI and YaRN papers use it: filler sentences
-  repeated, a 5-digit key stated at a depth of them, asked for at the end; a trial is right when the key is the
-  greedy continuation. Static scalings only, s = max(1, length / L).
+  repeated, a 5-digit key stated at a depth of them (0: first, 1: last), asked for at the end; a trial is right when
+  the key is in what the model generates greedily (the key's tokens and 4 more). Static scalings only,
+  s = max(1, length / L).
 - Seconds: the wall-clock time of the cell's measurement on this machine's CPU, loading aside."""
 
 

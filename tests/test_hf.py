@@ -226,7 +226,7 @@ def test_the_smollm2_targets_dry_run_with_their_commands(tmp_path):
                  "sha256sum -c --quiet", f"-m export.hf {tmp_path}/SmolLM2-135M-Instruct.Q4_1.gguf {model}",
                  f"-m eval.extrapolation hf:{model} --lengths 512,1024 --fixed-factors '' \\\n\t--max-tokens 1024 "
                  f"--data ../shared/corpora/gutenberg --scaling none,linear,ntk,dynamic,yarn --out reports/smollm2",
-                 f"-m eval.passkey hf:{model} --lengths 4096,8192,16384 --depths 0,0.5,1 \\\n\t--trials 20 "
+                 f"-m eval.passkey hf:{model} --lengths 4096,6144,8192,16384 --depths 0,0.5,1 \\\n\t--trials 20 "
                  "--scaling none,yarn --out reports/smollm2",
                  "-m eval.pretrained reports/smollm2 --data ../shared/corpora/gutenberg"):
         assert line in out, line

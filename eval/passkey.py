@@ -219,21 +219,22 @@ def markdown(rows: list[dict]) -> str:
                       "The prompt of Mohtashami & Jaggi (python -m eval.passkey). " + CELL, "", *tables(rows)])
 
 
-def tables(rows: list[dict]) -> list[str]:
-    """A table per model and scaling: accuracy by depth (rows) and length (columns), trials and seconds."""
+def tables(rows: list[dict], level: str = "##") -> list[str]:
+    """A table per model and scaling, under a heading of `level`: accuracy by depth (rows) and length (columns),
+    trials and seconds; "not measured" where no row is."""
     lengths, depths = sorted({r["length"] for r in rows}), sorted({r["depth"] for r in rows})
     lines = []
     for (run, scaling), by_cell in cells(rows).items():
         L = next(iter(by_cell.values()))[0]["train_length"]
         kind = next(iter(by_cell.values()))[0]["keys"]
-        lines += [f"## {run}: {scaling} (L = {L:,}; the key: {kind})", "", "| depth | " + " | ".join(f"{n:,}" for n in lengths) + " |",
+        lines += [f"{level} {run}: {scaling} (L = {L:,}; the key: {kind})", "", "| depth | " + " | ".join(f"{n:,}" for n in lengths) + " |",
                   "|---:|" + "---:|" * len(lengths)]
         for d in depths:
             values = []
             for n in lengths:
                 group = by_cell.get((d, n))
                 if not group:
-                    values.append("")
+                    values.append("not measured")
                 elif cell_value(group) is None:
                     values.append(f"n/a ({group[0].get('note')})")
                 elif group[0].get("same_as"):

@@ -43,7 +43,7 @@ def ppl_table(rows: list[dict]) -> list[str]:
         for n in lengths:
             r = by_length.get(n)
             if r is None:
-                values.append("")
+                values.append("not measured")
             elif r["factor_rule"] == "length/L" and r["factor"] == 1.0:
                 values.append("= none")
             elif r["ppl"] is None:
@@ -75,7 +75,7 @@ def write(folder: Path, model: str, data: str) -> Path:
                   "Each cell: perplexity (windows × length; seconds).", "", *ppl_table(ppl)]
     if passkey:
         lines += ["", "## Passkey retrieval by length and depth", "", passkey_report.CELL + " passkey.png draws "
-                  "the shares.", "", *passkey_report.tables(passkey)]
+                  "the shares.", "", *passkey_report.tables(passkey, level="###")]
         passkey_report.plot_heatmap(passkey, folder / "passkey.png")
     (folder / "report.md").write_text("\n".join(lines) + "\n")
     return folder / "report.md"

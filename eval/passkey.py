@@ -154,19 +154,24 @@ def row_key(r: dict) -> tuple:
 
 
 def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[float], seed: int, trials: int,
-                device, done: set, on_row) -> None:
-    """Every (scaling, length, depth) row of one run not in `done`, handed to on_row as it is measured."""
+                device, previous: list[dict], on_row) -> None:
+    """Every (scaling, length, depth) row of one run not among the `previous` rows, handed to on_row as it is
+    measured; a row whose model a previous row measured (s = 1 is plain RoPE) repeats its numbers."""
     prompts = Prompts(load_tokenizer(run.path), seed, trials)
     base = {"run": run.name, "seed": run.seed, "position": run.position, "train_length": run.train_length,
             "keys": prompts.kind}
-    measured: dict[tuple, dict[float, tuple]] = {}  # (model, length) -> {depth: (label, right, shares, seconds)}
+    measured: dict[tuple, dict[float, dict]] = {}  # (model, length) -> {depth: the numbers of a measured row}
+    done = {row_key(r) for r in previous}
+    for r in previous:
+        variants = dict(model_variants(run, methods, r["length"]))
+        if (r["run"], r["seed"]) == (run.name, run.seed) and "seconds" in r and r["scaling"] in variants:
+            measured.setdefault((repr(variants[r["scaling"]]), r["length"]), {})[r["depth"]] = r
 
     def emit(row: dict, known: dict) -> None:  # the row with its depth's numbers, measured under its label or another's
-        label_of, right, shares, seconds = known[row["depth"]]
-        hits = sum(right)
-        on_row({**row, "value": round(hits / len(right), 4), "hits": hits, "trials": len(right),
-                "key_tokens": round(statistics.fmean(shares), 4),
-                **({"seconds": seconds} if label_of == row["scaling"] else {"same_as": label_of})})
+        numbers = known[row["depth"]]
+        on_row({**row, **{k: numbers[k] for k in ("value", "hits", "trials", "key_tokens")},
+                **({"seconds": numbers["seconds"]} if numbers["scaling"] == row["scaling"]
+                   else {"same_as": numbers["scaling"]})})
 
     for length in lengths:
         for label, scaling in model_variants(run, methods, length):
@@ -184,10 +189,13 @@ def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[f
                     continue
                 t0 = time.perf_counter()
                 for d, trials in predictions(model, prompts, length, missing, device):  # each row as it is measured
-                    right = [key in prompts.decode(generated) for key, (generated, _) in zip(prompts.keys, trials)]
+                    hits = sum(key in prompts.decode(generated) for key, (generated, _) in zip(prompts.keys, trials))
                     shares = [statistics.fmean(p == a for p, a in zip(teacher, answer))
                               for (_, teacher), answer in zip(trials, prompts.answers)]
-                    known[d], t0 = (label, right, shares, round(time.perf_counter() - t0, 2)), time.perf_counter()
+                    known[d] = {"scaling": label, "value": round(hits / len(trials), 4), "hits": hits,
+                                "trials": len(trials), "key_tokens": round(statistics.fmean(shares), 4),
+                                "seconds": round(time.perf_counter() - t0, 2)}
+                    t0 = time.perf_counter()
                     emit(rows[d], known)
             for d, r in rows.items():
                 if d not in missing:
@@ -332,7 +340,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         check_taken(runs, methods)
         if args.resume:
             rows.extend(previous_rows(args.out / RESULTS, "eval.passkey", "depth"))
-        done = {row_key(r) for r in rows}
+        previous = list(rows)
         device = pick_device(args.device, "--device")
 
         def measured(row):  # written at once: a killed evaluation keeps it
@@ -341,7 +349,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for run in tqdm(runs, unit="run", dynamic_ncols=True, disable=None):
             lengths = (parse_lengths(args.lengths) if args.lengths is not None else
                        sorted({round(m * run.train_length) for m in parse_multiples(args.multiples)}))
-            measure_run(run, methods, lengths, depths, args.seed, args.trials, device, done, measured)
+            measure_run(run, methods, lengths, depths, args.seed, args.trials, device, previous, measured)
 
     with held:
         keep_finished(work, rows, args.out, lambda: write_report(rows, args.out))

@@ -111,15 +111,16 @@ def test_the_command_writes_a_heat_map_per_scaling_and_resumes_cell_by_cell(tiny
     config["model"]["max_seq_len"] = 256
     (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     out = tmp_path / "out"
-    common = [str(run), "--depths", "0,1", "--trials", "3", "--scaling", "none,yarn", "--device", "cpu",
-              "--out", str(out)]
-    first = passkey.main([*common, "--lengths", "512"])
-    assert len(first) == 4 and {r["scaling"] for r in first} == {"none", "yarn"}
-    assert all(r["train_length"] == 256 and r["trials"] == 3 and r["keys"] == "a word" for r in first)
-    rows = passkey.main([*common, "--multiples", "1,2", "--resume"])
-    assert rows[:4] == first and len(rows) == 8
-    at_L = {r["scaling"]: r for r in rows[4:] if r["depth"] == 0}
-    assert "seconds" in at_L["none"] and at_L["yarn"]["same_as"] == "none"  # s = 1 is plain RoPE
+    common = [str(run), "--depths", "0,1", "--trials", "3", "--device", "cpu", "--out", str(out)]
+    first = passkey.main([*common, "--scaling", "none", "--lengths", "256"])  # at L only, unscaled
+    assert len(first) == 2 and all(r["train_length"] == 256 and r["trials"] == 3 and r["keys"] == "a word" for r in first)
+    rows = passkey.main([*common, "--scaling", "none,yarn", "--multiples", "1,2", "--resume"])
+    assert rows[:2] == first and len(rows) == 8
+    at_L = {(r["scaling"], r["depth"]): r for r in rows if r["length"] == 256}
+    for depth in (0, 1):  # s = 1 is plain RoPE: yarn's rows repeat the unscaled rows measured before the resume
+        assert at_L[("yarn", depth)]["same_as"] == "none" and "seconds" not in at_L[("yarn", depth)]
+        assert at_L[("yarn", depth)]["key_tokens"] == at_L[("none", depth)]["key_tokens"]
+    assert {r["scaling"] for r in rows if r["length"] == 512 and "seconds" in r} == {"none", "yarn"}
     assert json.loads((out / "passkey.json").read_text()) == rows
     table = (out / "passkey.md").read_text()
     assert "## rope: yarn (L = 256; the key: a word)" in table and "| 1 | = none | " in table

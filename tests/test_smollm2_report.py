@@ -1,0 +1,71 @@
+"""Every number and comparison that README.md and reports/smollm2/README.md state about SmolLM2-135M-Instruct,
+recomputed from the committed rows (reports/smollm2/results.json and passkey.json)."""
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+REPORT = ROOT / "reports" / "smollm2"
+PPL = {(r["scaling"], r["length"]): r for r in json.loads((REPORT / "results.json").read_text())}
+PASSKEY = {(r["scaling"], r["length"], r["depth"]): r for r in json.loads((REPORT / "passkey.json").read_text())}
+L = 8192
+
+
+def prose(path: Path) -> str:
+    return " ".join(path.read_text().split())
+
+
+README, PAGE = prose(ROOT / "README.md"), prose(REPORT / "README.md")
+
+
+def says(page: str, *fragments: str) -> None:
+    for fragment in fragments:
+        assert " ".join(fragment.split()) in page, f"the sentence changed or is gone: {fragment!r}"
+
+
+def ppl(scaling: str, length: int) -> str:
+    return f"{PPL[(scaling, length)]['ppl']:.2f}"
+
+
+def test_the_rows_are_smollm2_on_the_gutenberg_books():
+    rows = list(PPL.values())
+    assert {r["run"] for r in rows} == {"SmolLM2-135M-Instruct-Q4_1"} and {r["train_length"] for r in rows} == {L}
+    assert all(r["tokens"] == 32768 and r["windows"] == 32768 // r["length"] for r in rows)
+    assert {r["keys"] for r in PASSKEY.values()} == {"5 digits"} and {r["trials"] for r in PASSKEY.values()} == {20}
+
+
+def test_perplexity_with_and_without_yarn():
+    numbers = [ppl("none", n) for n in (L, 2 * L, 4 * L)] + [ppl("yarn", n) for n in (2 * L, 4 * L)]
+    assert numbers == ["30.67", "70.27", "446.10", "34.02", "35.64"]
+    says(README, "(perplexity 30.67, 70.27, 446.10 at 8k, 16k, 32k; with YaRN 34.02, 35.64 past 8k)")
+    says(PAGE, "Unscaled, 30.67 at 8,192 tokens becomes 70.27 at 16,384 and 446.10 at 32,768",
+         "holds 34.02 at 16,384 and 35.64 at 32,768: 11% and 16% above the 8,192-token value")
+    base = PPL[("none", L)]["ppl"]
+    assert [round(100 * (PPL[("yarn", n)]["ppl"] / base - 1)) for n in (2 * L, 4 * L)] == [11, 16]
+    assert PPL[("yarn", L)]["ppl"] == base  # s = 1 is plain RoPE
+
+
+def test_pi_without_fine_tuning_is_worse_than_no_scaling_at_2x():
+    says(PAGE, "PI without fine-tuning is worse than no scaling at 2x**: 74.98 at 16,384 against 70.27")
+    assert ppl("linear", 2 * L) == "74.98" and PPL[("linear", 2 * L)]["ppl"] > PPL[("none", 2 * L)]["ppl"]
+
+
+def test_the_passkey_is_found_to_6k_and_lost_at_8k():
+    says(PAGE, "SmolLM2 finds every key at 4,096 and 6,144 tokens at every depth measured",
+         "but none at 8,192 with the key just before the question",
+         "its prediction of each digit, given the digits before it, is right 83% of the time")
+    for n in (4096, 6144):
+        cells = [r for (s, length, _), r in PASSKEY.items() if length == n]
+        assert cells and all(r["value"] == 1.0 for r in cells)
+    says(PAGE, "(at depth 0.5 at 6,144 unscaled it is found, 20 of 20)")
+    assert PASSKEY[("none", 6144, 0.5)]["hits"] == 20 and ("none", 6144, 0.0) not in PASSKEY
+    at_l = PASSKEY[("none", L, 1.0)]
+    assert at_l["hits"] == 0 and round(100 * at_l["key_tokens"]) == 83
+
+
+def test_at_16k_unscaled_finds_none_and_yarn_finds_the_late_keys():
+    says(PAGE, "At 16,384 unscaled it finds none (2% of the digits)",
+         "With YaRN (s = 2) at 16,384 it finds all 20 keys placed just before the question")
+    unscaled = [r for (s, n, _), r in PASSKEY.items() if s == "none" and n == 2 * L]
+    assert unscaled and all(r["hits"] == 0 for r in unscaled)
+    assert round(100 * PASSKEY[("none", 2 * L, 1.0)]["key_tokens"]) == 2
+    assert PASSKEY[("yarn", 2 * L, 1.0)]["hits"] == 20

@@ -5,13 +5,13 @@ section 4) run it, drawn as a needle-in-a-haystack heat map.
     python -m eval.passkey runs/study/seed1/rope [hf:PATH ...] [--multiples 1,2,4,8,16] [--lengths 4096,8192] \
         [--depths 0,0.25,0.5,0.75,1] [--trials 20] [--scaling none,yarn] [--out reports/passkey]
 
-A prompt of `length` tokens with the tokens generated after it: the task's opening line, the filler sentences repeated, "The pass key is
-NNNNN. Remember it. NNNNN is the pass key." (a 5-digit key, or a word where the tokenizer has no digit tokens) at a
-depth of the filler (0: first, 1: last, between two repetitions), more filler, and "What is the pass key? The pass
-key is". A trial is right when the key is in the text the model generates greedily after the question (its tokens
-and EXTRA_TOKENS more, room for a lead-in such as " the"), as the papers' scripts read the answer; `key_tokens` is
-the mean share of the key's tokens that are the model's top prediction after the key's tokens before them, partial
-retrieval.
+A prompt of `length` tokens with the tokens generated after it: the task's opening line, the filler sentences
+repeated, "The pass key is NNNNN. Remember it. NNNNN is the pass key." (a 5-digit key, or a word where the tokenizer
+has no digit tokens) at a depth of the filler (0: first, 1: last, between two repetitions), more filler, and "What is
+the pass key? The pass key is". A trial is right when the key is in the text the model generates greedily after the
+question (its tokens and EXTRA_TOKENS more, room for a lead-in such as " the"), as the papers' scripts read the
+answer; `key_tokens` is the mean share of the key's tokens that are the model's top prediction after the key's tokens
+before them, partial retrieval.
 The keys are drawn from --seed, the same for every model, depth and scaling. Depths share the filler before their
 key: its keys and values are computed once per length, and every trial continues them (deepest key first), so a
 cell costs the tokens after its key; each row is written as its depth is measured.
@@ -233,10 +233,9 @@ def tables(rows: list[dict], level: str = "##") -> list[str]:
     lengths, depths = sorted({r["length"] for r in rows}), sorted({r["depth"] for r in rows})
     lines = []
     for (run, scaling), by_cell in cells(rows).items():
-        L = next(iter(by_cell.values()))[0]["train_length"]
-        kind = next(iter(by_cell.values()))[0]["keys"]
-        lines += [f"{level} {run}: {scaling} (L = {L:,}; the key: {kind})", "", "| depth | " + " | ".join(f"{n:,}" for n in lengths) + " |",
-                  "|---:|" + "---:|" * len(lengths)]
+        first = next(iter(by_cell.values()))[0]
+        lines += [f"{level} {run}: {scaling} (L = {first['train_length']:,}; the key: {first['keys']})", "",
+                  "| depth | " + " | ".join(f"{n:,}" for n in lengths) + " |", "|---:|" + "---:|" * len(lengths)]
         for d in depths:
             values = []
             for n in lengths:

@@ -320,5 +320,6 @@ def test_a_checkpoint_without_rotary_positions_is_refused_in_one_line(config_cla
         with pytest.raises(SystemExit) as exit_:
             main[argv[0]]([f"hf:{tmp_path / 'model'}", *argv[1:]])
         err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-        assert exit_.value.code == 2 and len(err) == 1 and "has no rotary positions; hf: takes RoPE checkpoints" in err[0]
+        assert exit_.value.code == 2 and len(err) == 1
+        assert "has no rotary positions; hf: takes RoPE checkpoints" in err[0]
     assert not (tmp_path / "out").exists()

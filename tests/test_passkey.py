@@ -113,7 +113,8 @@ def test_the_command_writes_a_heat_map_per_scaling_and_resumes_cell_by_cell(tiny
     out = tmp_path / "out"
     common = [str(run), "--depths", "0,1", "--trials", "3", "--device", "cpu", "--out", str(out)]
     first = passkey.main([*common, "--scaling", "none", "--lengths", "256"])  # at L only, unscaled
-    assert len(first) == 2 and all(r["train_length"] == 256 and r["trials"] == 3 and r["keys"] == "a word" for r in first)
+    assert len(first) == 2
+    assert all(r["train_length"] == 256 and r["trials"] == 3 and r["keys"] == "a word" for r in first)
     rows = passkey.main([*common, "--scaling", "none,yarn", "--multiples", "1,2", "--resume"])
     assert rows[:2] == first and len(rows) == 8
     at_L = {(r["scaling"], r["depth"]): r for r in rows if r["length"] == 256}

@@ -266,6 +266,8 @@ def train(cfg: Config, resume: bool = False) -> Path:
                 save(s, p, step)
             if is_eval and s.main and p.last_good is not None and math.isfinite(p.val_loss):
                 save_best(s.run_dir, s.model, step, p.val_loss)
+            if is_eval or is_ckpt:  # tokens/s counts training steps only, not the evaluation or the checkpoint
+                p.clock = time.perf_counter()
             if stopper.signal is not None:
                 s.log(f"{stopper.signal.name}: checkpoint saved at step {step} in {s.run_dir}; continue with --resume")
                 raise SystemExit(128 + stopper.signal.value)

@@ -63,10 +63,11 @@ COMPILED = "## Call CompiledFxGraph"  # the CPU profiler's range around a compil
 def kernels_of(events, cuda: bool) -> list[Kernel]:
     """The work the device did: CUDA kernels (and copies) on a GPU; on the CPU the aten operators and the
     kernels inductor generated (the self time of the range around each compiled graph), with their self
-    time (an operator's children are operators too, so self times do not overlap)."""
+    time (an operator's children are operators too, so self times do not overlap). On a GPU the ranges that
+    annotate kernels (such as "Optimizer.step#AdamW.step") are left out: their kernels are counted already."""
     if cuda:
         return [Kernel(e.name, e.time_range.start, e.time_range.end, e.time_range.end - e.time_range.start)
-                for e in events if e.device_type == DeviceType.CUDA]
+                for e in events if e.device_type == DeviceType.CUDA and not e.is_user_annotation]
     return [Kernel("inductor's generated kernels" if e.name.startswith(COMPILED) else e.name, e.time_range.start,
                    e.time_range.end, e.self_cpu_time_total)
             for e in events if e.device_type == DeviceType.CPU and e.name.startswith(("aten::", COMPILED))]

@@ -210,11 +210,21 @@ class Rope(PositionalEncoding):
         inv_freq, self.attention_factor = rope_frequencies(self.dims, self.theta, self.scaling)
         # Not persistent: scaling is chosen at load time and never baked into a checkpoint.
         self.register_buffer("inv_freq", inv_freq, persistent=False)
+        # cos and sin of the positions of a training step (0 .. max_seq_len - 1), computed once: read from here, a
+        # compiled step does no trigonometry, where inductor would recompute them in every layer's rotation
+        # kernel (8% of an H100 step at gpt2-124m, reports/bench/README.md). Dynamic scalings depend on the length.
+        cos, sin = rope_angles(torch.arange(cfg.max_seq_len), inv_freq, self.attention_factor)
+        self.register_buffer("cos_table", None if self.dynamic else cos, persistent=False)
+        self.register_buffer("sin_table", None if self.dynamic else sin, persistent=False)
 
     def context(self, q_pos, k_pos, rot_pos, length, consecutive=None):
         T = q_pos.shape[-1]
         if self.dynamic and q_pos.dim() == 1 and k_pos.shape[-1] > T > 1:
             return self.chunk_context(q_pos, k_pos, length)
+        if consecutive and rot_pos is q_pos and self.cos_table is not None and length <= len(self.cos_table):
+            # positions length - T .. length - 1, the keys rotated being the queries (GPT.place: no cache)
+            angles = self.cos_table[length - T:length], self.sin_table[length - T:length]
+            return PositionContext(q_pos, k_pos, angles, angles)
         inv_freq, factor = self.inv_freq, self.attention_factor
         if self.dynamic:  # frequencies depend on the current length: recompute, never mutate buffers
             inv_freq, factor = rope_frequencies(self.dims, self.theta, self.scaling, seq_len=length,

@@ -144,6 +144,32 @@ def test_a_compiled_training_step_is_one_graph_without_host_reads(position, own_
     assert counter.frame_count == (2 if position == "learned" and own_positions else 1)
 
 
+@pytest.mark.parametrize("scaling", [None, {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}])
+def test_rope_reads_a_training_step_angles_from_its_table_with_the_same_numbers(scaling):
+    # cos and sin of positions 0 .. max_seq_len - 1 are computed once (with a static scaling's attention
+    # factor), bit for bit those computed per forward; longer inputs and a cache still compute them
+    model = tiny(scaling=scaling)
+    pe, idx = model.position, torch.randint(0, 97, (2, 64))
+    pos = torch.arange(48)
+    ctx = pe.context(pos, pos, pos, 48, consecutive=True)
+    for got, want in zip(ctx.q_angles, rope_angles(pos, pe.inv_freq, pe.attention_factor)):
+        assert torch.equal(got, want)
+    with torch.no_grad():
+        from_table = model(idx)[0]
+        pe.cos_table = pe.sin_table = None
+        assert torch.equal(model(idx)[0], from_table)
+
+
+def test_a_compiled_rope_training_step_does_no_trigonometry():
+    # inductor would otherwise recompute cos and sin inside every layer's rotation kernel
+    from torch._dynamo.testing import EagerAndRecordGraphs
+    torch._dynamo.reset()
+    model, backend = tiny("rope").train(), EagerAndRecordGraphs()
+    torch.compile(model, backend=backend)(torch.randint(0, 97, (2, 64)), torch.randint(0, 97, (2, 64)))[1].backward()
+    code = "".join(graph.code for graph in backend.graphs)
+    assert len(backend.graphs) == 1 and ".cos(" not in code and ".sin(" not in code and "torch.cos" not in code
+
+
 @torch.no_grad()
 def test_a_compiled_model_decodes_without_recompiling_per_token():
     # the cache keeps its next position as a Python int: no read-back from the device, and no new frame

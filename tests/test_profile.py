@@ -40,3 +40,17 @@ def test_the_profile_reports_the_step_its_time_shares_top_kernels_and_training_a
     ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", "elementwise and other")])
 def test_kernels_are_sorted_into_categories_by_name(name, want):
     assert profile.category(name) == want
+
+
+def test_a_gpu_profile_counts_kernels_and_not_the_ranges_annotating_them():
+    # the H100 profile counted "Optimizer.step#AdamW.step" beside the optimizer's own kernels: shares past 100%
+    from types import SimpleNamespace
+    from torch.autograd import DeviceType
+    from eval.profile import kernels_of
+
+    def event(name, start, end, annotation=False, device=DeviceType.CUDA):
+        return SimpleNamespace(name=name, time_range=SimpleNamespace(start=start, end=end), device_type=device,
+                               is_user_annotation=annotation, self_cpu_time_total=0.0)
+    events = [event("Optimizer.step#AdamW.step", 0.0, 10.0, annotation=True),
+              event("multi_tensor_apply_kernel", 1.0, 9.0), event("aten::mm", 0.0, 3.0, device=DeviceType.CPU)]
+    assert [(k.name, k.time) for k in kernels_of(events, cuda=True)] == [("multi_tensor_apply_kernel", 8.0)]

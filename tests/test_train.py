@@ -260,6 +260,27 @@ def test_resume_refuses_another_model_and_records_safe_changes(tiny_args, ten_st
                      "changes": {"train.max_steps": [10, 15], "train.eval_every": [10, 5]}}]
 
 
+def test_tokens_per_s_counts_training_steps_only(tiny_args, tmp_path, monkeypatch):
+    # on a clock that advances 1 s a training step and 1,000 s a checkpoint or an evaluation, every logged
+    # rate is one step's tokens a second: the window after a checkpoint does not pay for it
+    now = [0.0]
+
+    def advancing(work, seconds):
+        def run(*args, **kwargs):
+            now[0] += seconds
+            return work(*args, **kwargs)
+        return run
+    monkeypatch.setattr(train.time, "perf_counter", lambda: now[0])
+    for name, seconds in [("train_step", 1.0), ("save", 1000.0), ("save_best", 1000.0), ("evaluate", 1000.0)]:
+        monkeypatch.setattr(train, name, advancing(getattr(train, name), seconds))
+    train.main(tiny_args + ["run.name=clock", "train.max_steps=12", "train.eval_every=4", "train.ckpt_every=3",
+                            "train.log_every=2"])
+    rows = [json.loads(line) for line in (tmp_path / "clock" / "metrics.jsonl").read_text().splitlines()]
+    per_step = 4 * 64  # TINY: batch 4 x 64 tokens
+    assert [row["step"] for row in rows] == [2, 3, 4, 6, 8, 9, 10, 12]
+    assert {row["tokens_per_s"] for row in rows} == {per_step}
+
+
 def test_a_failed_save_keeps_the_previous_checkpoint(tiny_args, ten_step_run, tmp_path, capsys, monkeypatch):
     run = copy_run(ten_step_run, tmp_path, "f")
     # What a killed process leaves: a torn metrics line, a temp file, checkpoint files nothing points to.

@@ -247,7 +247,8 @@ gpu-profile: gpu-check
 	mkdir -p $(GPU_BENCH)
 	$(GPU_PY) -m eval.profile --config configs/gpt2-124m.yaml --out $(GPU_BENCH)
 
-# Our rope model against transformers' Llama of the same shape, trained in turns (about 4 minutes).
+# Our rope model against transformers' Llama of the same shape, trained in turns, then batch-1 decoding against
+# transformers' generate (static cache, compiled) on our model exported to Llama (about 6 minutes).
 gpu-bench-peer: gpu-check
 	$(GPU_PY) -m eval.bench --config configs/gpt2-124m.yaml --positions rope --multiples 1,32 --peer transformers \
 		--out $(GPU_BENCH)/peer

@@ -183,7 +183,7 @@ def bench_eval(model: GPT, run, device, multiples: list[int], repeats: int) -> l
 
 
 @torch.inference_mode()
-def bench_generation(model: GPT, step, device, multiples=(1, 8), new_tokens: int = 64, warmup: int = 8,
+def bench_generation(model: GPT, step, device, multiples, new_tokens: int = 64, warmup: int = 8,
                      context: ContextConfig | None = None) -> list[dict]:
     """Decoding tokens/s (batch 1, KV cache) of the last `new_tokens` tokens of a context of m x L, after a
     prefill and `warmup` decoded tokens that are not timed. `step`: None (the eager model, its cache
@@ -234,6 +234,62 @@ def decode_rows(model: GPT, step, device, multiples, new_tokens: int, warmup: in
     return rows
 
 
+class TokenClock:
+    """A transformers streamer that notes the time each token is handed over (the prompt first)."""
+
+    def __init__(self, device):
+        self.device, self.times = device, []
+
+    def put(self, value):
+        sync(self.device)
+        self.times.append(time.perf_counter())
+
+    def end(self):
+        pass
+
+
+@torch.inference_mode()
+def bench_peer_decoding(cfg: Config, device, multiples, new_tokens: int = 64, warmup: int = 8) -> dict:
+    """Batch-1 greedy decoding, ours against transformers' on the same weights, in turns at each multiple of L:
+    our rope model through generate.compile_step (static cache, CUDA graphs on CUDA) as decode_rows times it,
+    and the model exported to LlamaForCausalLM (bf16 on a GPU) through transformers' `generate` with its static
+    cache, compiled by generate itself (CompileConfig: reduce-overhead, CUDA graphs on CUDA; on the CPU compiled
+    as well, so the CPU test runs the same path). Both decode the last `new_tokens` of m x L after `warmup` untimed tokens;
+    transformers' generate runs once untimed first at each length (its compilation), and its tokens are
+    timed from a streamer that synchronises the device at each one."""
+    import transformers
+
+    from eval.peers import exported_llama
+    torch.manual_seed(cfg.run.seed)
+    ours = GPT(cfg.model).to(device).eval()
+    # on a GPU in bf16 weights, as transformers' users run it (autocast would write bf16 keys into its float32
+    # static cache); ours keeps float32 weights under autocast, as generate.py runs
+    llama = exported_llama(ours).to(device, torch.bfloat16 if device.type == "cuda" else torch.float32).eval()
+    compile_config = transformers.CompileConfig(fullgraph=True, mode="reduce-overhead")
+    compile_config._compile_all_devices = True  # transformers compiles only on accelerators unless told
+    rows, L = [], cfg.model.max_seq_len
+    for m in multiples:  # the tokens decode_rows decodes and times: all but a prefill, the first `warmup` untimed
+        prefill = max(1, m * L - new_tokens - warmup)
+        n, warm = m * L - prefill, min(m * L, prefill + warmup) - prefill
+        prompt = torch.randint(0, cfg.model.vocab_size, (1, prefill), device=device)
+
+        def generate():
+            clock = TokenClock(device)
+            out = llama.generate(prompt, max_new_tokens=n, min_new_tokens=n, do_sample=False, streamer=clock,
+                                 cache_implementation="static", compile_config=compile_config, pad_token_id=0,
+                                 eos_token_id=None)
+            return out, clock.times
+        generate()
+        out, times = generate()
+        peer = (n - warm) / (times[n] - times[warm])  # times[k]: after the k-th new token (times[0]: the prompt)
+        torch._dynamo.reset()
+        mine = decode_rows(ours, compile_step(ours), device, [m], new_tokens, warmup)[0]["tokens_per_s"]
+        rows.append({"multiple": m, "ours_tokens_per_s": mine, "peer_tokens_per_s": peer, "ratio": mine / peer,
+                     "peer_tokens": out.shape[1] - prompt.shape[1]})
+    return {"name": f"transformers {transformers.__version__} generate (static cache, torch.compile "
+                    f"reduce-overhead) on our rope model exported to LlamaForCausalLM", "rows": rows}
+
+
 def fmt(value, pattern="{:,.0f}"):
     return "n/a" if value is None else pattern.format(value)
 
@@ -278,6 +334,17 @@ def markdown(results: dict) -> str:
                 for g in (sinks or r["generation"])) + " |")
         lines += ["", "Sinks: generate.py --context-method sinks, eager: a rolling KV cache of 4 sink tokens and the "
                   "last L - 4 (L tokens at every length), against every token kept above."]
+    decoding = results.get("peer_decoding")
+    if decoding:
+        lines += ["", f"Decoding against {decoding['name']}: batch 1, greedy, the same weights, tokens/s of the last "
+                  "64 tokens of a context of each multiple of the training length, ours (generate.py --compile's "
+                  "static cache) and the peer in turns.", "",
+                  "| | " + " | ".join(f"{r['multiple']}x" for r in decoding["rows"]) + " |",
+                  "|---|" + "---:|" * len(decoding["rows"])]
+        for label, key, pattern in [("ours (rope)", "ours_tokens_per_s", "{:,.0f}"),
+                                    ("transformers generate", "peer_tokens_per_s", "{:,.0f}"),
+                                    ("ours / transformers", "ratio", "{:.2f}x")]:
+            lines.append(f"| {label} | " + " | ".join(fmt(r[key], pattern) for r in decoding["rows"]) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -287,7 +354,7 @@ def bench_config(path: str, overrides: list[str]) -> Config:
     return cfg
 
 
-def parse_options(args) -> tuple[list[str], list[int], Config, torch.device]:
+def parse_options(args) -> tuple[list[str], list[int], list[int], Config, torch.device]:
     positions = [p for p in args.positions.split(",") if p]
     for name in ("steps", "rounds"):
         if getattr(args, name) < 1:
@@ -295,12 +362,20 @@ def parse_options(args) -> tuple[list[str], list[int], Config, torch.device]:
     unknown = [p for p in positions if p not in ENCODINGS]
     if unknown:
         raise UserError(f"--positions: unknown encoding {unknown[0]!r}; choose one of {', '.join(sorted(ENCODINGS))}")
-    try:
-        multiples = [int(m) for m in args.multiples.split(",")]
-    except ValueError:
-        raise UserError(f"--multiples must be comma-separated integers, got {args.multiples!r}") from None
+    multiples, decode_multiples = (multiples_option(args, name) for name in ("multiples", "decode_multiples"))
     base = bench_config(args.config, args.overrides)
-    return positions, multiples, base, pick_device(base.run.device, "run.device")
+    return positions, multiples, decode_multiples, base, pick_device(base.run.device, "run.device")
+
+
+def multiples_option(args, name: str) -> list[int]:
+    value, flag = getattr(args, name), "--" + name.replace("_", "-")
+    try:
+        multiples = [int(m) for m in value.split(",")]
+    except ValueError:
+        raise UserError(f"{flag} must be comma-separated integers, got {value!r}") from None
+    if min(multiples) < 1:
+        raise UserError(f"{flag} must be positive, got {value!r}")
+    return multiples
 
 
 def main(argv=None):
@@ -309,6 +384,7 @@ def main(argv=None):
     parser.add_argument("--config", required=True)
     parser.add_argument("--positions", default=",".join(sorted(ENCODINGS)))
     parser.add_argument("--multiples", default="1,2,4,8,16,32", help="evaluation lengths as multiples of max_seq_len")
+    parser.add_argument("--decode-multiples", default="1,8", help="decoding contexts as multiples of max_seq_len")
     parser.add_argument("--steps", type=int, default=10, help="timed training steps")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=2, help="timed forward passes per evaluation length")
@@ -317,12 +393,13 @@ def main(argv=None):
     parser.add_argument("--peer", default=None,
                         help="also train a model of the same shape in turns with our rope model and report the "
                              "model-FLOP/s ratio: gpt2 (a plain GPT-2 written here), transformers (its "
-                             "LlamaForCausalLM), or the path of nanoGPT's model.py")
+                             "LlamaForCausalLM; then also batch-1 decoding against transformers' generate on our "
+                             "model exported to it), or the path of nanoGPT's model.py")
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds of --steps steps for each of ours "
                                                                  "and the peer")
     parser.add_argument("overrides", nargs="*", help="dotted.key=value")
     args = parser.parse_args(argv)
-    positions, multiples, base, device = run_cli(lambda: parse_options(args))
+    positions, multiples, decode_multiples, base, device = run_cli(lambda: parse_options(args))
     peer_cfg = None
     if args.peer:  # the peer is named and built before the long part, so a bad --peer fails at once
         peer_cfg = run_cli(lambda: bench_config(args.config, args.overrides + ["model.position.type=rope"]))
@@ -344,9 +421,10 @@ def main(argv=None):
         row["eval"] = bench_eval(model, run, device, multiples, args.repeats)
         if cfg.run.compile:
             torch._dynamo.reset()  # the decoding step's graphs start afresh, far from the recompile limit
-        row["generation"] = bench_generation(model, compile_step(model) if cfg.run.compile else None, device)
+        row["generation"] = bench_generation(model, compile_step(model) if cfg.run.compile else None, device,
+                                             decode_multiples)
         if pairing_problem(SINKS, position, cfg.model.position.scaling) is None:
-            row["generation_sinks"] = bench_generation(model, None, device, context=SINKS)
+            row["generation_sinks"] = bench_generation(model, None, device, decode_multiples, context=SINKS)
         results["rows"].append({"position": position, **row})
         write_results(results, args.out)  # the finished rows survive a later failure or a time limit
         del model, run
@@ -356,6 +434,11 @@ def main(argv=None):
         torch._dynamo.reset()
         print(f"bench: ours (rope) and the peer {args.peer}, {args.rounds} rounds in turns ...", file=sys.stderr)
         results["peer"] = run_cli(lambda: bench_peer(peer_cfg, device, args.steps, args.warmup, args.rounds, args.peer))
+        if args.peer == "transformers":
+            write_results(results, args.out)
+            torch._dynamo.reset()
+            print("bench: decoding, ours and transformers' generate on the exported model, in turns ...", file=sys.stderr)
+            results["peer_decoding"] = bench_peer_decoding(peer_cfg, device, decode_multiples)
     print(write_results(results, args.out))
 
 

@@ -4,6 +4,8 @@
     multi-head attention through SDPA, a 4x GELU MLP, biases, tied embeddings;
   - `transformers`: Hugging Face transformers' LlamaForCausalLM (our architecture, their code);
   - a path to nanoGPT's `model.py` (from a checkout of karpathy/nanoGPT): its GPT, built at our shape.
+For decoding, `transformers` is our rope model exported to LlamaForCausalLM (`exported_llama`), decoded by
+transformers' own `generate`.
 
 Each peer is (name, module, loss_of(module, x, y), FLOPs per token), the FLOPs counted as for our
 model (PaLM appendix B: 6N + 12 L H Q T, N without the position table).
@@ -21,7 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from config import ModelConfig, UserError
-from model.gpt import flops_per_token
+from model.gpt import GPT, flops_per_token
 
 
 @dataclass
@@ -127,3 +129,17 @@ def make_peer(name: str, cfg: ModelConfig) -> Peer:
     if path.name != "model.py" or not path.is_file():
         raise UserError(f"--peer: expected gpt2, transformers or the path of nanoGPT's model.py, got {name!r}")
     return nanogpt_peer(cfg, path)
+
+
+def exported_llama(model: GPT):
+    """Our rope model as transformers' LlamaForCausalLM with its weights (export/llama.py's mapping, in memory):
+    the peer for decoding, the model a user of the export would run."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from export.llama import check_exportable, llama_config, llama_weights
+    check_exportable(model.cfg)
+    config = LlamaConfig.from_dict(llama_config(model.cfg, model.position.scaling, bos_id=0, eos_id=0))
+    config._attn_implementation = "sdpa"
+    llama = LlamaForCausalLM(config)
+    llama.load_state_dict(llama_weights(model))
+    return llama

@@ -87,7 +87,8 @@ def test_a_peer_trains_in_turns_with_ours_and_the_ratio_is_of_model_flops(peer, 
         (tmp_path / "nanoGPT" / "model.py").write_text(NANOGPT_LIKE)
         peer = str(tmp_path / "nanoGPT" / "model.py")
     bench.main(["--config", str(ROOT / "configs/tiny.yaml"), "--positions", "alibi", "--peer", peer, "--steps", "1",
-                "--warmup", "1", "--rounds", "3", "--repeats", "1", "--multiples", "1", "--out", str(tmp_path), *SMALL])
+                "--warmup", "1", "--rounds", "3", "--repeats", "1", "--multiples", "1", "--decode-multiples", "2",
+                "--out", str(tmp_path), *SMALL])
     results = json.loads((tmp_path / "bench.json").read_text())
     got = results["peer"]
     d, L, T, V, layers = 32, 4, 64, 4096, 4  # configs/tiny.yaml with SMALL: 4 layers, 4 heads, head size 8
@@ -103,6 +104,14 @@ def test_a_peer_trains_in_turns_with_ours_and_the_ratio_is_of_model_flops(peer, 
     assert got["ours_flops_per_token"] == 6 * results["rows"][0]["params"] + attention  # alibi has rope's parameters
     assert len(got["round_ratios"]) == 3 and got["ratio"] == statistics.median(got["round_ratios"])
     assert "over the peer in model FLOP/s" in (tmp_path / "bench.md").read_text()
+    decoding = results.get("peer_decoding")
+    if peer == "transformers":  # batch-1 decoding against transformers' generate on the exported model
+        [row] = decoding["rows"]  # at 2 L = 128: a 56-token prompt, 8 untimed tokens, 64 timed
+        assert row["multiple"] == 2 and row["peer_tokens"] == 72 and row["ratio"] == \
+            row["ours_tokens_per_s"] / row["peer_tokens_per_s"] and min(row["ours_tokens_per_s"], row["peer_tokens_per_s"]) > 0
+        assert f"| ours / transformers | {row['ratio']:.2f}x |" in (tmp_path / "bench.md").read_text()
+    else:
+        assert decoding is None
 
 
 GLIBC = sys.platform == "linux" and "glibc" in " ".join(platform.libc_ver())

@@ -10,7 +10,7 @@ TORCH ?= torch==2.13.0
 MARKER := $(VENV)/.installed-$(shell printf '%s' '$(TORCH)' | md5sum | cut -c1-12)
 
 .PHONY: install demo test extrapolation extrapolation-tasks task-anchor task-context study-context study-eval study-probe study-passkey task-eval visualize clean \
-	smollm2 smollm2-report gpu-data gpu-check gpu-tests-bench gpu-profile gpu-bench-peer gpu-study-budget gpu-study gpu-study-merge gpu-minimind
+	smollm2 smollm2-report gpu-data gpu-check gpu-tests-bench gpu-profile gpu-bench-peer gpu-speed gpu-study-budget gpu-study gpu-study-merge gpu-minimind
 
 $(MARKER): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -247,11 +247,15 @@ gpu-profile: gpu-check
 	mkdir -p $(GPU_BENCH)
 	$(GPU_PY) -m eval.profile --config configs/gpt2-124m.yaml --out $(GPU_BENCH)
 
-# Our rope model against transformers' Llama of the same shape, trained in turns, then batch-1 decoding against
-# transformers' generate (static cache, compiled) on our model exported to Llama (about 6 minutes).
+# Our rope and alibi models' training rows, then rope against transformers' Llama of the same shape trained in
+# turns, then batch-1 decoding against transformers' generate (static cache, compiled) on our model exported to
+# Llama (about 7 minutes).
 gpu-bench-peer: gpu-check
-	$(GPU_PY) -m eval.bench --config configs/gpt2-124m.yaml --positions rope --multiples 1,32 --peer transformers \
+	$(GPU_PY) -m eval.bench --config configs/gpt2-124m.yaml --positions rope,alibi --multiples 1 --peer transformers \
 		--out $(GPU_BENCH)/peer
+
+# Issue 36's numbers in one device command (about 8 minutes on one H100): the profile, then the peers.
+gpu-speed: gpu-profile gpu-bench-peer
 
 # The GPU study (configs/study-gpu.yaml: 26M parameters, L = 256), each piece one device command; the
 # checkpoints are too large to come back, so a seed is trained and evaluated in one piece.

@@ -47,10 +47,13 @@ def test_each_piece_dry_runs_with_its_commands():
     bench = make("-n", "gpu-tests-bench", "gpu-bench-peer", "gpu-minimind", "gpu-profile").stdout
     assert "pytest tests/test_cuda.py" in bench and "--peer transformers" in bench and "--epoch-steps" in bench
     assert "python3 -m eval.profile --config configs/gpt2-124m.yaml --out reports/bench/gpu" in bench
+    speed = make("-n", "gpu-speed", "ALLOW_CPU=1").stdout  # issue 36's numbers, one device command
+    assert speed.index("-m eval.profile --config configs/gpt2-124m.yaml") < speed.index(
+        "-m eval.bench --config configs/gpt2-124m.yaml --positions rope,alibi --multiples 1 --peer transformers")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
-@pytest.mark.parametrize("piece", ["gpu-tests-bench", "gpu-profile"])
+@pytest.mark.parametrize("piece", ["gpu-tests-bench", "gpu-profile", "gpu-speed"])
 def test_a_piece_refuses_a_machine_without_cuda(piece, tmp_path):
     result = make(piece, f"GPU_PY={sys.executable}", f"GPU_BENCH={tmp_path}", check=False)
     assert result.returncode != 0

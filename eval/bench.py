@@ -254,9 +254,9 @@ def bench_peer_decoding(cfg: Config, device, multiples, new_tokens: int = 64, wa
     our rope model through generate.compile_step (static cache, CUDA graphs on CUDA) as decode_rows times it,
     and the model exported to LlamaForCausalLM (bf16 on a GPU) through transformers' `generate` with its static
     cache, compiled by generate itself (CompileConfig: reduce-overhead, CUDA graphs on CUDA; on the CPU compiled
-    as well, so the CPU test runs the same path). Both decode the last `new_tokens` of m x L after `warmup` untimed tokens;
-    transformers' generate runs once untimed first at each length (its compilation), and its tokens are
-    timed from a streamer that synchronises the device at each one."""
+    as well, so the CPU test runs the same path). Both decode the last `new_tokens` of m x L after `warmup`
+    untimed tokens; transformers' generate runs once untimed first at each length (its compilation), and its
+    tokens are timed from a streamer that synchronises the device at each one."""
     import transformers
 
     from eval.peers import exported_llama

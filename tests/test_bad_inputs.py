@@ -282,6 +282,8 @@ CASES = [
      "--peer: expected gpt2, transformers or the path of nanoGPT's model.py, got 'gpt3'"),
     ("bench-peer-not-nanogpt", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--peer", "{tmp}/model.py"],
      "--peer {tmp}/model.py: not nanoGPT's model.py (AttributeError"),
+    ("bench-decode-multiples", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--decode-multiples", "1,0"],
+     "--decode-multiples must be positive, got '1,0'"),
     ("bench-rounds", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--rounds", "0"],
      "--rounds must be at least 1, got 0"),
     ("bench-device", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "run.device=cuda:99"],

@@ -213,9 +213,10 @@ class Rope(PositionalEncoding):
         # cos and sin of the positions of a training step (0 .. max_seq_len - 1), computed once: read from here, a
         # compiled step does no trigonometry, where inductor would recompute them in every layer's rotation
         # kernel (8% of an H100 step at gpt2-124m, reports/bench/README.md). Dynamic scalings depend on the length.
-        cos, sin = rope_angles(torch.arange(cfg.max_seq_len), inv_freq, self.attention_factor)
-        self.register_buffer("cos_table", None if self.dynamic else cos, persistent=False)
-        self.register_buffer("sin_table", None if self.dynamic else sin, persistent=False)
+        cos, sin = (None, None) if self.dynamic else rope_angles(torch.arange(cfg.max_seq_len), inv_freq,
+                                                                 self.attention_factor)
+        self.register_buffer("cos_table", cos, persistent=False)
+        self.register_buffer("sin_table", sin, persistent=False)
 
     def context(self, q_pos, k_pos, rot_pos, length, consecutive=None):
         T = q_pos.shape[-1]

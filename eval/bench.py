@@ -437,7 +437,8 @@ def main(argv=None):
         if args.peer == "transformers":
             write_results(results, args.out)
             torch._dynamo.reset()
-            print("bench: decoding, ours and transformers' generate on the exported model, in turns ...", file=sys.stderr)
+            print("bench: decoding, ours and transformers' generate on the exported model, in turns ...",
+                  file=sys.stderr)
             results["peer_decoding"] = bench_peer_decoding(peer_cfg, device, decode_multiples)
     print(write_results(results, args.out))
 

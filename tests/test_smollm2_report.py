@@ -51,12 +51,17 @@ def test_pi_without_fine_tuning_is_worse_than_no_scaling_at_2x():
 
 def test_ntk_matched_to_the_length_as_good_as_yarn_dynamic_ntk_less_well():
     says(PAGE, "Static NTK gives 34.27 at 16,384 and 35.20 at 32,768 (YaRN 34.02 and 35.64)",
-         "gives 38.28 at 16,384: 12% above static NTK, and still far below no scaling")
-    assert [ppl("ntk", n) for n in (2 * L, 4 * L)] == ["34.27", "35.20"] and ppl("dynamic", 2 * L) == "38.28"
+         "gives 38.28 at 16,384 and 50.97 at 32,768: 12% and 45% above static NTK, and still far below no scaling "
+         "(70.27, 446.10)")
+    assert [ppl("ntk", n) for n in (2 * L, 4 * L)] == ["34.27", "35.20"]
+    assert [ppl("dynamic", n) for n in (2 * L, 4 * L)] == ["38.28", "50.97"]
     for n in (2 * L, 4 * L):  # "as well as YaRN": within 2% either way
         assert abs(PPL[("ntk", n)]["ppl"] / PPL[("yarn", n)]["ppl"] - 1) < 0.02
-    dynamic = PPL[("dynamic", 2 * L)]["ppl"]
-    assert round(100 * (dynamic / PPL[("ntk", 2 * L)]["ppl"] - 1)) == 12 and dynamic < PPL[("none", 2 * L)]["ppl"] / 1.5
+    for n, above in [(2 * L, 12), (4 * L, 45)]:
+        dynamic = PPL[("dynamic", n)]["ppl"]
+        assert round(100 * (dynamic / PPL[("ntk", n)]["ppl"] - 1)) == above and dynamic < PPL[("none", n)]["ppl"] / 1.5
+    says(PAGE, "(dynamic NTK, decoding through its cache, 2,900 s)")
+    assert round(PPL[("dynamic", 4 * L)]["tokens"] / PPL[("dynamic", 4 * L)]["tokens_per_s"]) == 2900
     says(PAGE, "a 32,768-token perplexity window takes 10 to 20 minutes a static scaling")
     seconds = [r["tokens"] / r["tokens_per_s"] for (s, n), r in PPL.items() if n == 4 * L and s != "dynamic"]
     assert len(seconds) == 4 and all(600 <= t <= 1200 for t in seconds)
@@ -83,8 +88,9 @@ def test_at_16k_unscaled_finds_none_and_yarn_finds_the_late_keys():
          "all 20 of them")
     unscaled = [r for (s, n, _), r in PASSKEY.items() if s == "none" and n == 2 * L]
     assert unscaled and all(r["hits"] == 0 for r in unscaled)
-    says(PAGE, "dynamic NTK at 32,768 tokens, and the passkey with the key at depth 0 or 0.5 at 16,384 tokens, "
-         "with and without YaRN")
-    assert ("dynamic", 4 * L) not in PPL and not any(n == 2 * L and d < 1 for (_, n, d) in PASSKEY)
+    says(PAGE, "Marked \"not measured\" in [report.md](report.md): the passkey with the key at depth 0 or 0.5 at 16,384 "
+         "tokens, with and without YaRN")
+    assert not any(n == 2 * L and d < 1 for (_, n, d) in PASSKEY)
+    assert {(s, n) for s in ("none", "linear", "ntk", "dynamic", "yarn") for n in (L, 2 * L, 4 * L)} == set(PPL)
     assert round(100 * PASSKEY[("none", 2 * L, 1.0)]["key_tokens"]) == 2
     assert PASSKEY[("yarn", 2 * L, 1.0)]["hits"] == 20

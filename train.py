@@ -256,7 +256,8 @@ def train(cfg: Config, resume: bool = False) -> Path:
             bar.update(1)
             is_eval = step % t.eval_every == 0 or step == t.max_steps
             is_ckpt = step % t.ckpt_every == 0 or step == t.max_steps or stopper.signal is not None
-            if step % t.log_every == 0 or is_eval or is_ckpt:
+            reported = step % t.log_every == 0 or is_eval or is_ckpt
+            if reported:
                 fields = report(s, p, step, lr, is_eval, bar.write)
                 if plain:
                     s.log(f"step {step}/{t.max_steps} | " + " | ".join(f"{k} {v}" for k, v in fields.items()))
@@ -266,7 +267,7 @@ def train(cfg: Config, resume: bool = False) -> Path:
                 save(s, p, step)
             if is_eval and s.main and p.last_good is not None and math.isfinite(p.val_loss):
                 save_best(s.run_dir, s.model, step, p.val_loss)
-            if is_eval or is_ckpt:  # tokens/s counts training steps only, not the evaluation or the checkpoint
+            if reported:  # the next rate counts training steps only, not this evaluation or checkpoint
                 p.clock = time.perf_counter()
             if stopper.signal is not None:
                 s.log(f"{stopper.signal.name}: checkpoint saved at step {step} in {s.run_dir}; continue with --resume")
@@ -431,7 +432,7 @@ def report(s: Session, p: Progress, step: int, lr: float, is_eval: bool, write=p
         if s.wandb_run is not None:
             s.wandb_run.log(row, step=step)
     p.loss_sum.zero_()
-    p.loss_count, p.clock = 0, time.perf_counter()
+    p.loss_count = 0
     return {"loss": f"{loss:.3f}", "lr": f"{lr:.1e}", "tok_s": f"{row['tokens_per_s']:.0f}"}
 
 

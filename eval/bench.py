@@ -198,6 +198,13 @@ def bench_generation(model: GPT, step, device, multiples, new_tokens: int = 64, 
         model.use_context_method(None)
 
 
+def decode_span(length: int, new_tokens: int, warmup: int) -> tuple[int, int]:
+    """(tokens prefilled, position the timing starts at) for decoding to `length`: the last `new_tokens` timed after
+    `warmup` untimed ones (fewer where the length is short)."""
+    prefill = max(1, length - new_tokens - warmup)
+    return prefill, min(length, prefill + warmup)
+
+
 def decode_rows(model: GPT, step, device, multiples, new_tokens: int, warmup: int) -> list[dict]:
     from torch._dynamo.utils import counters
     L, rows = model.cfg.max_seq_len, []
@@ -209,8 +216,7 @@ def decode_rows(model: GPT, step, device, multiples, new_tokens: int, warmup: in
             row["note"] = "n/a (past the learned table)"
             continue
         x = torch.randint(0, model.cfg.vocab_size, (1, m * L), device=device)
-        prefill = max(1, m * L - new_tokens - warmup)
-        timed_from = min(m * L, prefill + warmup)
+        prefill, timed_from = decode_span(m * L, new_tokens, warmup)
         cache = KVCache(model.cfg.n_layers, capacity=m * L)
         with autocast(device):
             model(x[:, :prefill], cache=cache, last_only=True)
@@ -268,9 +274,9 @@ def bench_peer_decoding(cfg: Config, device, multiples, new_tokens: int = 64, wa
     compile_config = transformers.CompileConfig(fullgraph=True, mode="reduce-overhead")
     compile_config._compile_all_devices = True  # transformers compiles only on accelerators unless told
     rows, L = [], cfg.model.max_seq_len
-    for m in multiples:  # the tokens decode_rows decodes and times: all but a prefill, the first `warmup` untimed
-        prefill = max(1, m * L - new_tokens - warmup)
-        n, warm = m * L - prefill, min(m * L, prefill + warmup) - prefill
+    for m in multiples:  # decode_rows' tokens: n after the prompt, the first `warm` of them untimed
+        prefill, timed_from = decode_span(m * L, new_tokens, warmup)
+        n, warm = m * L - prefill, timed_from - prefill
         prompt = torch.randint(0, cfg.model.vocab_size, (1, prefill), device=device)
 
         def generate():

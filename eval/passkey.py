@@ -163,8 +163,10 @@ def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[f
     measured: dict[tuple, dict[float, dict]] = {}  # (model, length) -> {depth: the numbers of a measured row}
     done = {row_key(r) for r in previous}
     for r in previous:
+        if (r["run"], r["seed"]) != (run.name, run.seed) or "seconds" not in r:
+            continue  # another run's row, or one that repeats another row's numbers
         variants = dict(model_variants(run, methods, r["length"]))
-        if (r["run"], r["seed"]) == (run.name, run.seed) and "seconds" in r and r["scaling"] in variants:
+        if r["scaling"] in variants:
             measured.setdefault((repr(variants[r["scaling"]]), r["length"]), {})[r["depth"]] = r
 
     def emit(row: dict, known: dict) -> None:  # the row with its depth's numbers, measured under its label or another's

@@ -152,6 +152,7 @@ def test_rope_reads_a_training_step_angles_from_its_table_with_the_same_numbers(
     pe, idx = model.position, torch.randint(0, 97, (2, 64))
     pos = torch.arange(48)
     ctx = pe.context(pos, pos, pos, 48, consecutive=True)
+    assert ctx.q_angles[0].data_ptr() == pe.cos_table.data_ptr()  # read from the table, not computed
     for got, want in zip(ctx.q_angles, rope_angles(pos, pe.inv_freq, pe.attention_factor)):
         assert torch.equal(got, want)
     with torch.no_grad():

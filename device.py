@@ -36,11 +36,15 @@ def pick_device(name: str = "auto", key: str = "device") -> torch.device:
     return torch.device("cpu")
 
 
+def autocast_dtype(device: torch.device) -> torch.dtype | None:
+    """The precision autocast runs matrix products in on this device: bf16 on CUDA, None (full) elsewhere."""
+    return torch.bfloat16 if device.type == "cuda" else None
+
+
 def autocast(device: torch.device):
     """bf16 autocast on CUDA; full precision elsewhere. A fresh context for each `with`."""
-    if device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
+    dtype = autocast_dtype(device)
+    return contextlib.nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
 
 
 @functools.cache

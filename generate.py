@@ -14,7 +14,8 @@ encoding that can represent the positions (rope with or without a scaling, alibi
 length token by token. --max-context K keeps only the last K tokens in the cache (a sliding window;
 positions stay absolute, nothing is recomputed). --compile decodes through a static KV cache (fixed
 shapes, so one compiled graph serves every token) with torch.compile, as CUDA graphs on CUDA: the same
-tokens as without it, up to float rounding (its attention reads every slot through a mask).
+tokens as without it, up to float rounding (its attention reads every slot through a mask). On CUDA a run
+decodes in bf16, as it trained: under autocast, its matrices held in bf16 once (for_decoding).
 --context-method applies a training-free context method (model/context.py: self-extend, rerope, leaky-rerope,
 dca, sinks, logn) to every step; `sinks` keeps only its sink tokens and window in the KV cache (a rolling
 cache: memory stays flat however many tokens are generated).
@@ -34,10 +35,10 @@ import torch
 from checkpoint import FROM_RUN, context_problem, load_model, load_tokenizer, model_config, read_run_config
 from config import ArgumentParser, ScalingConfig, UserError, is_task_source, parse_scaling, run_cli
 from data import Tokenizer
-from device import keep_freed_host_memory, pick_device
+from device import autocast, autocast_dtype, keep_freed_host_memory, pick_device
 from model.attention import KVCache
 from model.context import CONTEXT_METHODS, parse_checked
-from model.gpt import GPT
+from model.gpt import GPT, round_matrices
 from model.rope import check_scaling
 
 
@@ -78,7 +79,8 @@ def generate_tokens(model: GPT, prompt: list[int], max_new_tokens: int, temperat
         capacity = max(len(prompt), sum(kept))
     cache = KVCache(model.cfg.n_layers, capacity=capacity if limit is None else min(capacity, limit))
     run = model if step is None else step
-    logits, _ = model(torch.tensor([prompt], device=device), cache=cache, last_only=True)
+    with autocast(device):  # per call: a `with` around the yields would leave it on in the caller's code
+        logits, _ = model(torch.tensor([prompt], device=device), cache=cache, last_only=True)
     if step is not None:
         cache.make_static(window=max_context)  # the window by mask: the same tokens as trimming
     for position in range(len(prompt), len(prompt) + max_new_tokens):  # the position of the new token
@@ -94,7 +96,15 @@ def generate_tokens(model: GPT, prompt: list[int], max_new_tokens: int, temperat
             cache.trim(kept[1] - 1, first=kept[0])  # room for the next token: a rolling cache
         if step is not None and device.type == "cuda":
             torch.compiler.cudagraph_mark_step_begin()  # the last replay's outputs were read: reuse them
-        logits, _ = run(torch.tensor([[next_id]], device=device), cache=cache, last_only=True)
+        with autocast(device):
+            logits, _ = run(torch.tensor([[next_id]], device=device), cache=cache, last_only=True)
+
+
+def for_decoding(model: GPT) -> GPT:
+    """The model as it decodes: on CUDA, under bf16 autocast, its matrices held in bf16 once
+    (model.gpt.round_matrices: the same logits, without a copy of every weight at every token)."""
+    dtype = autocast_dtype(next(model.parameters()).device)
+    return model if dtype is None else round_matrices(model, dtype)
 
 
 def compile_step(model: GPT):
@@ -120,6 +130,8 @@ def load(args) -> tuple[GPT, Tokenizer]:
             raise UserError(f"--context-method: {problem}")
     model = load_model(args.run_dir, scaling=scaling, device=pick_device(args.device, "--device"), best=args.best,
                        context=context)
+    if isinstance(model, GPT):
+        model = for_decoding(model)
     own_cache = [option for option, given in (("--max-context", args.max_context is not None),
                                               ("--compile", args.compile)) if given]
     if own_cache and not isinstance(model, GPT):  # both need this repo's KVCache (trim, make_static)

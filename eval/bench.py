@@ -25,7 +25,7 @@ from config import ArgumentParser, Config, ContextConfig, UserError, load_config
 from device import autocast, keep_freed_host_memory, pick_device
 from eval.memory import PeakMemory
 from eval.peers import make_peer
-from generate import compile_step
+from generate import compile_step, for_decoding
 from model.attention import KVCache
 from model.context import pairing_problem
 from model.gpt import GPT, flops_per_token, make_optimizer
@@ -269,8 +269,9 @@ def bench_peer_decoding(cfg: Config, device, multiples, new_tokens: int = 64, wa
     torch.manual_seed(cfg.run.seed)
     ours = GPT(cfg.model).to(device).eval()
     # on a GPU in bf16 weights, as transformers' users run it (autocast would write bf16 keys into its float32
-    # static cache); ours keeps float32 weights under autocast, as generate.py runs
+    # static cache); ours with bf16 matrices under autocast, as generate.py decodes
     llama = exported_llama(ours).to(device, torch.bfloat16 if device.type == "cuda" else torch.float32).eval()
+    ours = for_decoding(ours)
     compile_config = transformers.CompileConfig(fullgraph=True, mode="reduce-overhead")
     compile_config._compile_all_devices = True  # transformers compiles only on accelerators unless told
     rows, L = [], cfg.model.max_seq_len
@@ -427,6 +428,7 @@ def main(argv=None):
         row["eval"] = bench_eval(model, run, device, multiples, args.repeats)
         if cfg.run.compile:
             torch._dynamo.reset()  # the decoding step's graphs start afresh, far from the recompile limit
+        model = for_decoding(model)  # trained and evaluated: from here on it decodes, as generate.py does
         row["generation"] = bench_generation(model, compile_step(model) if cfg.run.compile else None, device,
                                              decode_multiples)
         if pairing_problem(SINKS, position, cfg.model.position.scaling) is None:

@@ -162,6 +162,19 @@ class GPT(nn.Module):
         return positions, end, consecutive
 
 
+def round_matrices(model: GPT, dtype: torch.dtype) -> GPT:
+    """Hold every nn.Linear's weights in `dtype`, once, for inference under autocast in that dtype, which would
+    otherwise round each float32 matrix again at every forward: a decoding step on a GPU copies every weight
+    for one token's products. The output projection is untied from the embedding first; the embedding, the norms
+    and the position tables stay float32, so the logits are the ones autocast gives with float32 weights, bit
+    for bit. In place; the model is for inference from then on (train.py never calls this)."""
+    model.lm_head.weight = nn.Parameter(model.lm_head.weight.detach().clone())
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            module.to(dtype)
+    return model
+
+
 def flops_per_token(cfg: ModelConfig, seq_len: int, n_params: int) -> float:
     """Training FLOPs per token, PaLM (arXiv 2204.02311) appendix B: 6N + 12 * L * H * Q * T,
     with N the non-embedding parameters plus the (tied) output projection, H heads, Q head dim."""

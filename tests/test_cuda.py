@@ -115,6 +115,25 @@ def test_bf16_autocast_stays_close_to_float32(position):
     assert (p32.exp() * (p32 - p16)).sum(-1).max().item() < 0.05  # KL(fp32 || bf16) per position
 
 
+@torch.no_grad()
+def test_decoding_with_bf16_matrices_gives_autocasts_tokens_also_compiled():
+    # generate.for_decoding holds the matrices in bf16 once: the same greedy tokens as float32 weights under
+    # autocast, bit for bit eagerly; compiled (static cache, CUDA graphs) the same tokens while rounding between
+    # the two paths decides no choice (logits spread by init_std 0.3)
+    import copy
+
+    from generate import compile_step, for_decoding, generate_tokens
+    model = model_on_cuda("rope", max_seq_len=32, init_std=0.3).eval()
+    rounded = for_decoding(copy.deepcopy(model))
+    assert rounded.lm_head.weight.dtype == torch.bfloat16 and rounded.embed.weight.dtype == torch.float32
+    prompt = list(range(8))
+    want = list(generate_tokens(model, prompt, 60, temperature=0))
+    assert list(generate_tokens(rounded, prompt, 60, temperature=0)) == want
+    torch._dynamo.reset()
+    compiled = list(generate_tokens(rounded, prompt, 60, temperature=0, step=compile_step(rounded)))
+    assert compiled[:20] == want[:20]
+
+
 def test_fused_adamw_equals_the_loop_implementation():
     x, y = batch()
     weights = []

@@ -243,6 +243,32 @@ def test_a_static_cache_decodes_as_a_growing_one_also_as_a_sliding_window(positi
 
 
 @torch.no_grad()
+@pytest.mark.parametrize("position", ["rope", "alibi", "dynamic"])
+def test_matrices_held_in_bf16_decode_as_autocast_does_with_float32_weights(position):
+    # generate.for_decoding on CUDA: autocast rounds each float32 matrix to bf16 at every step; holding them in
+    # bf16 once must give the same logits bit for bit (checked under the CPU's own bf16 autocast)
+    import copy
+
+    from model.gpt import round_matrices
+    model = decoding_model(position)
+    rounded = round_matrices(copy.deepcopy(model), torch.bfloat16)
+    linears = [m for m in rounded.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(linears) == 7 * model.cfg.n_layers + 1 and all(m.weight.dtype == torch.bfloat16 for m in linears)
+    floats = [rounded.embed.weight, rounded.norm.weight, rounded.blocks[0].attn_norm.weight]
+    assert all(p.dtype == torch.float32 for p in floats)  # the embedding is untied from the output projection
+    assert torch.equal(rounded.embed.weight, model.embed.weight)
+    idx = torch.randint(0, 97, (1, 40), generator=torch.Generator().manual_seed(2))
+    logits = []
+    for m in (model, rounded):
+        cache, out = KVCache(m.cfg.n_layers, capacity=40), []
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out.append(m(idx[:, :20], cache=cache)[0])
+            out += [m(idx[:, i:i + 1], cache=cache)[0] for i in range(20, 40)]  # past L = 32
+        logits.append(torch.cat(out, dim=1))
+    assert logits[0].dtype == torch.bfloat16 and torch.equal(logits[1], logits[0])
+
+
+@torch.no_grad()
 @pytest.mark.parametrize("position", ["alibi", "t5"])
 def test_flex_decoding_compiles_a_bounded_number_of_times(position, monkeypatch):
     # The kernel is compiled with dynamic shapes (as on CUDA; counted with dynamo's counting backend,

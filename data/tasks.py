@@ -54,6 +54,7 @@ PAIRS = 66                    # 66 + 4 * key + value: a key and one of 4 values 
 PASSES = 130                  # 130 + value: the passkey marker and one of 16 values in one token
 ASKS = np.arange(146, 162)    # recall1's questions: key k asked by ASKS[k], not by KEYS[k] as recall asks it
 VOCAB_SIZE = 162
+IS_FILLER = np.isin(np.arange(VOCAB_SIZE), FILLER)  # by token id: one lookup instead of np.isin per sequence
 
 VAL_SEED = 987_654_321  # validation sequences: the same for every run and seed
 FOLLOW = 0.75  # share of filler tokens that continue their chain
@@ -226,7 +227,7 @@ def sample(task: str, n_tokens: int, seed: int, index: int, distances: tuple[int
     """One sequence of `n_tokens`, a pure function of its arguments."""
     rng = np.random.default_rng([seed, index, list(TASKS).index(task), n_tokens, *(distances or ())])
     s = TASKS[task].make(rng, n_tokens, distances)
-    chosen = (rng.random(n_tokens) < FILLER_TARGETS) & np.isin(s.tokens, FILLER)
+    chosen = (rng.random(n_tokens) < FILLER_TARGETS) & IS_FILLER[s.tokens]
     s.filler_targets = np.flatnonzero(chosen[1:]) + 1  # the first token has nothing before it to predict it
     return s
 
@@ -234,13 +235,12 @@ def sample(task: str, n_tokens: int, seed: int, index: int, distances: tuple[int
 def to_batch(samples: list[Sample], filler_targets: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """(x, y), each (B, n - 1) int64: y is x shifted by one and -1 except at the answers (and, for
     training, at the samples' filler targets)."""
-    tokens = torch.from_numpy(np.stack([s.tokens for s in samples]))
-    y = torch.full_like(tokens, -1)
+    tokens = np.stack([s.tokens for s in samples])
+    y = np.full_like(tokens, -1)
     for i, s in enumerate(samples):
-        y[i, s.answers] = tokens[i, s.answers]
-        if filler_targets:
-            y[i, s.filler_targets] = tokens[i, s.filler_targets]
-    return tokens[:, :-1].contiguous(), y[:, 1:].contiguous()
+        targets = np.concatenate([s.answers, s.filler_targets]) if filler_targets else s.answers
+        y[i, targets] = tokens[i, targets]
+    return torch.from_numpy(tokens[:, :-1].copy()), torch.from_numpy(y[:, 1:].copy())
 
 
 class TaskData:
@@ -250,7 +250,10 @@ class TaskData:
         mix = task_mix(cfg.source)
         self.tasks = list(mix)
         weights = np.array(list(mix.values()))
-        self.p = None if (weights == weights[0]).all() else weights / weights.sum()  # None: uniform
+        # None: uniform; else the cumulative weights, as Generator.choice(p=...) builds them at every call
+        self.cdf = None if (weights == weights[0]).all() else np.cumsum(weights / weights.sum())
+        if self.cdf is not None:
+            self.cdf /= self.cdf[-1]
         if cfg.vocab_size < VOCAB_SIZE:
             raise UserError(f"data.vocab_size must be at least {VOCAB_SIZE} for task sources (their vocabulary), "
                             f"got {cfg.vocab_size}")
@@ -269,7 +272,9 @@ class TaskData:
     def task_at(self, seed: int, global_index: int) -> str:
         """The task of a training sequence, drawn in proportion to the mix's weights."""
         rng = np.random.default_rng([seed, global_index])
-        return self.tasks[rng.integers(len(self.tasks)) if self.p is None else rng.choice(len(self.tasks), p=self.p)]
+        if self.cdf is None:
+            return self.tasks[rng.integers(len(self.tasks))]
+        return self.tasks[int(np.searchsorted(self.cdf, rng.random(), side="right"))]  # choice(p=...)'s draw
 
     def validation(self, seq_len: int, max_tokens: int, batch_size: int) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
         """Fixed (task, x, y) batches, the same number of sequences for each task, about max_tokens in all."""

@@ -207,7 +207,11 @@ def test_training_draws_each_task_in_proportion_to_its_weight():
     weighted, data = shares("tasks:copy,recall*3,passkey,recall1,passkey1")
     assert abs(weighted[1] - 3 / 7) < 0.02 and all(abs(w - 1 / 7) < 0.02 for w in np.delete(weighted, 1))
     uniform, plain = shares("tasks")
-    assert plain.p is None and all(abs(u - 0.2) < 0.02 for u in uniform)
+    assert plain.cdf is None and all(abs(u - 0.2) < 0.02 for u in uniform)
+    # the weighted draw is Generator.choice(p=...)'s, index for index (the committed seeds' batches)
+    p = np.array([1, 3, 1, 1, 1]) / 7
+    assert [data.task_at(6, i) for i in range(2000)] == [
+        data.tasks[np.random.default_rng([6, i]).choice(5, p=p)] for i in range(2000)]
     x, y = data.batch(64, 128, seed=1, step=0)
     recall_rows = sum(bool(np.isin(row.numpy(), KEYS).any()) for row in x)  # only recall uses the key tokens
     assert recall_rows == sum(data.task_at(1, i) == "recall" for i in range(64)) and 18 <= recall_rows <= 38

@@ -10,7 +10,7 @@ TORCH ?= torch==2.13.0
 MARKER := $(VENV)/.installed-$(shell printf '%s' '$(TORCH)' | md5sum | cut -c1-12)
 
 .PHONY: install demo test extrapolation extrapolation-tasks task-anchor task-context study-context study-eval study-probe study-passkey task-eval visualize clean \
-	smollm2 smollm2-report gpu-data gpu-check gpu-tests-bench gpu-profile gpu-bench-peer gpu-speed gpu-study-budget gpu-study gpu-study-merge gpu-minimind
+	smollm2 smollm2-report gpu-data gpu-cuda gpu-check gpu-tests-bench gpu-profile gpu-bench-peer gpu-speed gpu-bench-biases gpu-study-budget gpu-study gpu-study-merge gpu-minimind
 
 $(MARKER): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -231,31 +231,40 @@ gpu-data:
 	test -d ../shared/corpora/gutenberg || { echo "error: ../shared/corpora/gutenberg is not beside this checkout"; exit 2; }
 	mkdir -p $(GPU_DATA) && cp -r ../shared/corpora/gutenberg/. $(GPU_DATA)/
 
-gpu-check:
+# The speed pieces run on random tokens and need only CUDA; the study's pieces also need the corpus carried.
+gpu-cuda:
 	@$(if $(ALLOW_CPU),true,$(GPU_PY) -c "import sys, torch; torch.cuda.is_available() or sys.exit('error: this piece needs a CUDA GPU; torch sees none here')")
+
+gpu-check: gpu-cuda
 	@test -d $(GPU_DATA) || { echo "error: $(GPU_DATA) is missing: run make gpu-data here, and carry .gpu-data"; exit 2; }
 
 # The CUDA path tests, then the benchmark on GPT-2 small's shape for rope and alibi (about 7 minutes on an H100).
-gpu-tests-bench: gpu-check
+gpu-tests-bench: gpu-cuda
 	mkdir -p $(GPU_BENCH)
 	REQUIRE_ORACLES=1 $(GPU_PY) -m pytest tests/test_cuda.py -rs 2>&1 | tee $(GPU_BENCH)/cuda-tests.txt
 	$(GPU_PY) -m eval.bench --config configs/gpt2-124m.yaml --positions rope,alibi --out $(GPU_BENCH)
 
 # Where the compiled bf16 training step on GPT-2 small's shape spends its time: top kernels, the shares of
 # matrix products / attention / elementwise / idle gaps, MFU, and tokens/s after evaluations (profile.md).
-gpu-profile: gpu-check
+gpu-profile: gpu-cuda
 	mkdir -p $(GPU_BENCH)
 	$(GPU_PY) -m eval.profile --config configs/gpt2-124m.yaml --out $(GPU_BENCH)
 
 # Our rope and alibi models' training rows, then rope against transformers' Llama of the same shape trained in
 # turns, then batch-1 decoding against transformers' generate (static cache, compiled) on our model exported to
 # Llama (about 7 minutes).
-gpu-bench-peer: gpu-check
+gpu-bench-peer: gpu-cuda
 	$(GPU_PY) -m eval.bench --config configs/gpt2-124m.yaml --positions rope,alibi --multiples 1 --peer transformers \
 		--out $(GPU_BENCH)/peer
 
 # Issue 36's numbers in one device command (about 8 minutes on one H100): the profile, then the peers.
 gpu-speed: gpu-profile gpu-bench-peer
+
+# The learned score biases (t5, kerple, fire, through FlexAttention on CUDA) against rope in one run: their
+# training tokens/s as a share of rope's (issue 36: 90% or more), evaluation and decoding at L.
+gpu-bench-biases: gpu-cuda
+	$(GPU_PY) -m eval.bench --config configs/gpt2-124m.yaml --positions rope,t5,kerple,fire --multiples 1 \
+		--decode-multiples 1 --out $(GPU_BENCH)/biases
 
 # The GPU study (configs/study-gpu.yaml: 26M parameters, L = 256), each piece one device command; the
 # checkpoints are too large to come back, so a seed is trained and evaluated in one piece.

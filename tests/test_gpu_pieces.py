@@ -50,10 +50,13 @@ def test_each_piece_dry_runs_with_its_commands():
     speed = make("-n", "gpu-speed", "ALLOW_CPU=1").stdout  # issue 36's numbers, one device command
     assert speed.index("-m eval.profile --config configs/gpt2-124m.yaml") < speed.index(
         "-m eval.bench --config configs/gpt2-124m.yaml --positions rope,alibi --multiples 1 --peer transformers")
+    assert ".gpu-data" not in speed and ".gpu-data" in make("-n", "gpu-minimind", "ALLOW_CPU=1").stdout  # random tokens
+    biases = " ".join(make("-n", "gpu-bench-biases", "ALLOW_CPU=1").stdout.replace("\\\n", " ").split())
+    assert "--positions rope,t5,kerple,fire --multiples 1 --decode-multiples 1 --out reports/bench/gpu/biases" in biases
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
-@pytest.mark.parametrize("piece", ["gpu-tests-bench", "gpu-profile", "gpu-speed"])
+@pytest.mark.parametrize("piece", ["gpu-tests-bench", "gpu-profile", "gpu-speed", "gpu-bench-biases"])
 def test_a_piece_refuses_a_machine_without_cuda(piece, tmp_path):
     result = make(piece, f"GPU_PY={sys.executable}", f"GPU_BENCH={tmp_path}", check=False)
     assert result.returncode != 0

@@ -120,11 +120,14 @@ extrapolation-tasks:
 
 # Each static scaling at s = length / L and dynamic NTK; dynamic-yarn and llama3 stay in the text study.
 # Each run is evaluated as soon as it is trained (task-eval/SEED/NAME, into $(STUDY)/eval/seedSEED/NAME), on
-# the core the training leaves free; then the folders are merged into the report (RESUME=1: into its rows).
+# the core the training leaves free; then the folders are merged into the report (RESUME=1: into its rows), and
+# eval.heads reads where each encoding's heads look (reports/tasks/heads).
 TASK_SCALINGS ?= none,linear,ntk,dynamic,yarn
 task-eval: $(RUN_TARGETS:run/%=task-eval/%)
 	$(PY) -m eval.merge $(if $(RESUME),$(wildcard $(STUDY_REPORT))) \
 		$(foreach s,$(SEED_NUMBERS),$(addprefix $(STUDY)/eval/seed$(s)/,$(RUNS))) --out $(STUDY_REPORT)
+	$(PY) -m eval.heads $(foreach s,$(SEED_NUMBERS),$(addprefix $(STUDY)/seed$(s)/,$(TASK_ENCODINGS))) \
+		--out $(STUDY_REPORT)/heads $(EVAL_RESUME)
 
 task-eval/%: run/%
 	$(RUN_PY) -m eval.tasks $(STUDY)/seed$(run_seed)/$(run_name) --scaling $(TASK_SCALINGS) --fixed-factors '' \

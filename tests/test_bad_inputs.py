@@ -27,7 +27,7 @@ import data.prepare
 import export.llama
 import generate
 import train
-from eval import bench, extrapolation, merge, passkey, plots, probe, summary, tasks
+from eval import bench, extrapolation, heads, merge, passkey, plots, probe, summary, tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 # The tiny_args overrides of conftest.py, so a case that wrongly passed validation would stay small.
@@ -268,6 +268,11 @@ CASES = [
     ("tasks-samples", ["eval.tasks", "{run}", "--samples", "0"], "--samples must be >= 1"),
     ("tasks-scaling-name", ["eval.tasks", "{run}", "--scaling", "rotary"], "unknown: 'rotary'"),
     ("tasks-out-file", ["eval.tasks", "{run}", "--out", "{file}"], "--out {file} is a file, not a folder"),
+    ("heads-no-run", ["eval.heads", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
+    ("heads-text-run", ["eval.heads", "{run}", "--out", "{tmp}/out"], "not tasks: evaluate it with python -m eval.extrapolation"),
+    ("heads-samples", ["eval.heads", "{run}", "--samples", "0"], "--samples must be >= 1"),
+    ("heads-task-name", ["eval.heads", "{run}", "--tasks", "recal"], "unknown task 'recal'"),
+    ("heads-out-file", ["eval.heads", "{run}", "--out", "{file}"], "--out {file} is a file, not a folder"),
     ("merge-no-folder", ["eval.merge", "{tmp}/no-such-run", "--out", "{tmp}/out"], "{tmp}/no-such-run is not a folder"),
     ("merge-out-file", ["eval.merge", "{tmp}", "--out", "{file}"], "--out {file} is a file, not a folder"),
     ("train-task-name", TRAIN + ["data.source=tasks:recal"], "unknown task 'recal'"),
@@ -343,7 +348,7 @@ SUBPROCESS = ["train-optional-int-type", "run-device-missing", "resume-model-cha
 MAINS = {"train.py": train.main, "generate.py": generate.main, "data.prepare": data.prepare.main,
          "export": export.llama.main, "eval.extrapolation": extrapolation.main, "eval.probe": probe.main,
          "eval.summary": summary.main, "eval.bench": bench.main, "eval.plots": plots.main, "eval.tasks": tasks.main,
-         "eval.merge": merge.main, "eval.passkey": passkey.main}
+         "eval.merge": merge.main, "eval.passkey": passkey.main, "eval.heads": heads.main}
 
 
 @pytest.fixture(scope="module")

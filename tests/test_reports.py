@@ -1591,3 +1591,55 @@ def test_readme_context_methods_sentence_of_the_text_study():
     assert all(abs(cells[("sinks", "rope", s, X16)] / cells[("sinks", "rope", s, L)] - 1) < 0.005 for s in SEEDS)
     assert x_span(to_none("rerope", "alibi", X16) + to_none("dca", "alibi", X16)) == "1.28-1.60x"
     says(TASKS_PAGE, "**Nothing past the window is read, by any encoding**")
+
+
+# --- where the heads look: reports/tasks/heads/heads.json (eval.heads) ------------------------------------
+
+def heads() -> dict[tuple[str, int, str], dict]:
+    """{(encoding, seed, task): {accuracy, share (layers x heads), top: (layer, head), most: largest share}}."""
+    out = {}
+    for r in json.loads((TASK_REPORT / "heads" / "heads.json").read_text()):
+        share = torch.tensor(r["share"])
+        layer, head = divmod(int(share.argmax()), share.shape[1])
+        out[(r["run"], r["seed"], r["task"])] = {**r, "top": (layer, head), "most": share.max().item()}
+    return out
+
+
+def test_the_heads_probe_covers_every_recipe_run_of_the_track():
+    runs = {(run, seed) for run, seed, _ in heads()}
+    assert runs == {(e, s) for e in ("rope", "alibi", "nope") for s in TRACK_SEEDS} | {("t5", s) for s in T5_SEEDS}
+    answers = {"copy": 7, "recall": 8, "passkey": 5, "recall1": 8, "passkey1": 1}  # a sequence's
+    assert all(r["answers"] == 64 * answers[task] for (_, _, task), r in heads().items())
+
+
+def test_alibi_misses_recall1_where_no_head_looks_at_the_fact():
+    says(TASKS_PAGE, "The largest share any head gives it from the asking token is 2%, 38% and 12% on seeds 6, 7 and 9 "
+         "(`recall1` 34%, 76% and 33% on these sequences), against 88% and 77% on seeds 8 and 10, which learned it.")
+    h = heads()
+    cells = {s: h[("alibi", s, "recall1")] for s in TRACK_SEEDS}
+    assert [round(100 * cells[s]["most"]) for s in (6, 7, 9, 8, 10)] == [2, 38, 12, 88, 77]
+    assert [round(100 * cells[s]["accuracy"]) for s in (6, 7, 9)] == [34, 76, 33]
+    assert [s for s in TRACK_SEEDS if cells[s]["accuracy"] >= 0.9] == [8, 10]
+
+
+def test_where_alibi_learned_recall1_it_shares_the_flattest_induction_head():
+    says(TASKS_PAGE, "head 3 of layer 1 on seed 8 and head 3 of layer 2 on seed 10, the head with ALiBi's flattest slope "
+         "(1/256), the one that looks most in `copy` and `passkey` too on those seeds.",
+         "RoPE's heads that look most for `recall1` are in layers 0 and 1, heads 0, 2 and 3.")
+    from model.positions import alibi_slopes
+    assert alibi_slopes(4)[3].item() == 1 / 256 == alibi_slopes(4).min().item()
+    h = heads()
+    for seed, top in ((8, (1, 3)), (10, (2, 3))):
+        assert all(h[("alibi", seed, task)]["top"] == top for task in ("recall1", "copy", "passkey"))
+    rope = [h[("rope", s, "recall1")]["top"] for s in TRACK_SEEDS]
+    assert {layer for layer, _ in rope} == {0, 1} and {head for _, head in rope} == {0, 2, 3}
+
+
+def test_nope_forms_no_induction_head_for_recall():
+    says(TASKS_PAGE, "its largest share on the value to recall is 11% or 12% in every seed, while for `recall1`, learned "
+         "in every seed, a head gives the fact 33-90%.")
+    h = heads()
+    assert {round(100 * h[("nope", s, "recall")]["most"]) for s in TRACK_SEEDS} == {11, 12}
+    recall1 = [h[("nope", s, "recall1")] for s in TRACK_SEEDS]
+    assert all(r["accuracy"] >= 0.9 for r in recall1)
+    assert (round(100 * min(r["most"] for r in recall1)), round(100 * max(r["most"] for r in recall1))) == (33, 90)

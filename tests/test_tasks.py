@@ -315,6 +315,8 @@ def test_make_evaluates_each_run_once_trained_then_merges():
         assert lines.index(f"run.name={run} ") < lines.index(f"--out runs/tasks/eval/seed7/{run} ")
     folders = " ".join(f"runs/tasks/eval/seed7/{run}" for run in runs)
     assert f"-m eval.merge reports/tasks {folders} --out reports/tasks" in lines
+    heads = "-m eval.heads runs/tasks/seed7/rope runs/tasks/seed7/alibi runs/tasks/seed7/nope --out reports/tasks/heads --resume"
+    assert heads in lines and lines.index("-m eval.merge") < lines.index(heads)  # the trained encodings' probe
     assert "seed7/t5" not in lines
 
 

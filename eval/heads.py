@@ -1,0 +1,160 @@
+"""Where each attention head looks when a task asks: for every answer of a task's validation sequences at
+L, the share of attention each head of each layer gives, from the token that asks (the one that predicts
+the answer) to the token that holds the answer (data/tasks.py's Sample.facts). A head that retrieves a
+fact gives it most of its attention; a run that has not learned a task may have no such head at all, or
+one that looks at the fact and a later layer that does not use it. For the induction tasks (copy,
+recall, passkey) the token that holds the answer is the one after the earlier occurrence of the asking
+token, so the share is the induction head's.
+
+    python -m eval.heads runs/tasks/seed9/alibi runs/tasks/seed9/rope [--tasks recall1,passkey1] \
+        [--samples 64] [--out reports/tasks/heads] [--resume]
+
+Writes heads.json (per run and task: the accuracy on the same sequences and the layers x heads shares) and
+heads.md (per run and task: the accuracy and the head that looks most, with its share); --resume keeps the rows
+of the runs not given (make extrapolation-tasks adds each seed's).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from checkpoint import atomic_write_text, hold, load_model
+from config import ArgumentParser, UserError, run_cli
+from data.tasks import VAL_SEED, sample, task_names
+from eval.extrapolation import read_runs
+from model.attention import causal_mask
+from model.gpt import GPT
+
+RESULTS = "heads.json"
+DEFAULT_SAMPLES = 64
+
+
+def attention_weights(model: GPT, x: torch.Tensor) -> list[torch.Tensor]:
+    """The attention weights (B, H, T, T) of every layer of one forward pass of x (B, T) without a cache, as
+    softmax(q.k * scale + the encoding's bias) over the causal keys, from each layer's own projections and
+    its encoding's rotation, bias or folded bias (tests/test_heads.py: times v, the model's attention output)."""
+    weights = []
+
+    def look(attn, inputs):
+        h, ctx, pe = inputs[:3]
+        B, T, _ = h.shape
+        q = attn.q_proj(h).view(B, T, attn.n_heads, attn.head_dim).transpose(1, 2)
+        k = attn.k_proj(h).view(B, T, attn.n_kv_heads, attn.head_dim).transpose(1, 2)
+        q, k = pe.rotate(q, k, ctx)
+        scale = attn.head_dim ** -0.5
+        if ctx.bias is None:
+            q, k = pe.fold(q, k, ctx, scale)  # ALiBi: its bias as one more dimension of q and k
+        scores = q.float() @ k.float().repeat_interleave(attn.n_heads // attn.n_kv_heads, 1).transpose(-1, -2)
+        scores = scores * scale
+        if ctx.bias is not None:  # -inf on future keys already
+            scores = scores + ctx.bias
+        else:
+            scores = scores.masked_fill(~causal_mask(ctx.q_pos, ctx.k_pos), float("-inf"))
+        weights.append(scores.softmax(-1))
+
+    hooks = [block.attn.register_forward_pre_hook(look) for block in model.blocks]
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return weights
+
+
+def look_at_facts(model: GPT, task: str, samples: int) -> dict:
+    """A task's first `samples` validation sequences at L: the accuracy on their answers, and for each layer
+    and head the mean attention share from the token that asks for an answer to the token that holds it."""
+    L = model.cfg.max_seq_len
+    drawn = [sample(task, L + 1, VAL_SEED, j) for j in range(samples)]
+    tokens = torch.from_numpy(np.stack([s.tokens for s in drawn]))
+    x = tokens[:, :-1]
+    weights = torch.stack(attention_weights(model, x), dim=1)  # (B, layers, H, T, T)
+    with torch.no_grad():
+        predicted = model(x)[0].argmax(-1)
+    rows, asks, facts = zip(*[(b, a - 1, f) for b, s in enumerate(drawn) for a, f in zip(s.answers, s.facts)])
+    rows, asks, facts = (torch.tensor(v) for v in (rows, asks, facts))
+    right = predicted[rows, asks] == tokens[rows, asks + 1]
+    share = weights[rows, :, :, asks, facts].mean(0)  # (layers, H)
+    return {"accuracy": right.float().mean().item(), "answers": len(rows), "share": share.tolist()}
+
+
+def previous_rows(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    try:
+        rows = json.loads(path.read_text())
+        assert isinstance(rows, list) and all({"run", "seed", "task", "share"} <= set(r) for r in rows)
+    except (ValueError, AssertionError):
+        raise UserError(f"--resume: {path} is not eval.heads' rows; move it away or measure without --resume") from None
+    return rows
+
+
+def markdown(rows: list[dict]) -> str:
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    lines = ["Per run and task: the accuracy (%) on the answers of the validation sequences at L, and the head that "
+             "gives the token holding the answer most attention from the token that asks for it (layer.head, "
+             "counted from 0), with its mean share.", "",
+             "| run | seed | " + " | ".join(tasks) + " |", "|---|---:|" + "---|" * len(tasks)]
+    cells: dict[tuple, dict] = {}
+    for r in rows:
+        cells.setdefault((r["run"], r["seed"]), {})[r["task"]] = r
+    for (run, seed), by_task in sorted(cells.items(), key=lambda item: (item[0][1], item[0][0])):
+        out = []
+        for task in tasks:
+            r = by_task.get(task)
+            if r is None:
+                out.append("")
+                continue
+            share = np.array(r["share"])
+            layer, head = np.unravel_index(share.argmax(), share.shape)
+            out.append(f"{100 * r['accuracy']:.0f} · {layer}.{head} {share[layer, head]:.2f}")
+        lines.append(f"| {run} | {seed} | " + " | ".join(out) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", type=Path, help="run directories trained on a task source")
+    parser.add_argument("--tasks", default=None, help="tasks to look at (default: each run's own)")
+    parser.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
+                        help=f"validation sequences per task (default {DEFAULT_SAMPLES})")
+    parser.add_argument("--out", type=Path, default=Path("reports/tasks/heads"))
+    parser.add_argument("--resume", action="store_true", help=f"keep the rows in --out/{RESULTS} of other runs")
+    args = parser.parse_args(argv)
+    held = contextlib.ExitStack()
+
+    def work() -> list[dict]:
+        if args.samples < 1:
+            raise UserError(f"--samples must be >= 1, got {args.samples}")
+        asked = None if args.tasks is None else task_names(f"tasks:{args.tasks}")
+        if args.out.exists() and not args.out.is_dir():
+            raise UserError(f"--out {args.out} is a file, not a folder")
+        runs = read_runs(args.runs, tasks=True)
+        held.enter_context(hold(args.out, "eval.heads"))
+        measured = {(run.name, run.seed) for run in runs}
+        kept = previous_rows(args.out / RESULTS) if args.resume else []
+        rows = [r for r in kept if (r["run"], r["seed"]) not in measured]
+        for run in runs:
+            model = load_model(run.path)
+            for task in asked or task_names(run.data.source):
+                rows.append({"run": run.name, "seed": run.seed, "position": run.position, "task": task,
+                             **look_at_facts(model, task, args.samples)})
+        return rows
+
+    with held:
+        rows = run_cli(work)
+        atomic_write_text(args.out / RESULTS, json.dumps(rows, indent=1) + "\n")
+        atomic_write_text(args.out / "heads.md", "# Where the heads look\n\n" + markdown(rows))
+    print(markdown(rows))
+    print(f"wrote {args.out}/{RESULTS}, heads.md")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

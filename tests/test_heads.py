@@ -1,0 +1,87 @@
+"""eval.heads: the attention weights it reads are the model's own, and its shares are taken at the right tokens."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from config import ModelConfig, PositionConfig
+from data.tasks import VAL_SEED, VOCAB_SIZE, sample
+from eval.heads import attention_weights, look_at_facts, main
+from model.gpt import GPT
+from model.positions import ENCODINGS
+
+
+def tiny(position: str, L: int = 32) -> GPT:
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=VOCAB_SIZE, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, max_seq_len=L,
+                      init_std=0.2, position=PositionConfig(type=position))
+    return GPT(cfg).eval()
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("position", sorted(ENCODINGS))
+def test_the_weights_times_the_values_are_the_models_attention_output(position):
+    model = tiny(position)
+    inputs, outputs = [], []
+    hooks = [h for block in model.blocks for h in (
+        block.attn.register_forward_pre_hook(lambda m, args: inputs.append(args[0])),
+        block.attn.o_proj.register_forward_pre_hook(lambda m, args: outputs.append(args[0])))]
+    x = torch.randint(0, VOCAB_SIZE, (3, 32), generator=torch.Generator().manual_seed(1))
+    model(x)
+    for h in hooks:
+        h.remove()
+    weights = attention_weights(model, x)
+    assert len(weights) == 2 and weights[0].shape == (3, 4, 32, 32)
+    for w, h, y, block in zip(weights, inputs[:2], outputs, model.blocks):
+        attn = block.attn
+        assert torch.allclose(w.sum(-1), torch.ones(3, 4, 32)) and (w.triu(1) == 0).all()  # causal rows
+        v = attn.v_proj(h).view(3, 32, 2, attn.head_dim).transpose(1, 2).repeat_interleave(2, 1)
+        torch.testing.assert_close((w @ v).transpose(1, 2).reshape(3, 32, -1), y, atol=1e-5, rtol=1e-4)
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("task", ["copy", "recall1"])
+def test_the_share_is_read_from_the_asking_token_to_the_fact(task):
+    model = tiny("alibi")
+    got = look_at_facts(model, task, samples=5)
+    drawn = [sample(task, 33, VAL_SEED, j) for j in range(5)]
+    x = torch.from_numpy(np.stack([s.tokens for s in drawn]))[:, :-1]
+    weights, predicted = attention_weights(model, x), model(x)[0].argmax(-1)
+    share, right, n = np.zeros((2, 4)), 0, 0
+    for b, s in enumerate(drawn):
+        for a, f in zip(s.answers, s.facts):
+            share += np.array([[w[b, h, a - 1, f].item() for h in range(4)] for w in weights])
+            right += int(predicted[b, a - 1]) == s.tokens[a]
+            n += 1
+    assert got["answers"] == n == 5 * len(drawn[0].answers)
+    assert got["accuracy"] == pytest.approx(right / n)
+    np.testing.assert_allclose(got["share"], share / n, rtol=1e-5)
+
+
+def test_the_command_writes_its_tables_and_refuses_bad_input(tmp_path, capsys):
+    import train
+    train.main(["--config", str(Path(__file__).parents[1] / "configs/tasks.yaml"), f"run.out_dir={tmp_path}", "run.name=run", "run.seed=3",
+                "run.device=cpu", "data.source=tasks:recall1,passkey1", "model.max_seq_len=32", "model.d_model=32",
+                "train.max_steps=2", "train.batch_size=4", "train.warmup_steps=1", "train.eval_every=2",
+                "train.ckpt_every=2", "train.eval_tokens=128", "train.decay_steps=null"])
+    run = tmp_path / "run"
+    rows = main([str(run), "--samples", "4", "--out", str(tmp_path / "out")])
+    assert [(r["task"], r["seed"], r["answers"]) for r in rows] == [("recall1", 3, 32), ("passkey1", 3, 4)]
+    assert json.loads((tmp_path / "out" / "heads.json").read_text()) == rows
+    assert "| run | 3 |" in (tmp_path / "out" / "heads.md").read_text()
+    again = main([str(run), "--samples", "2", "--tasks", "passkey1", "--out", str(tmp_path / "out"), "--resume"])
+    assert [(r["task"], r["answers"]) for r in again] == [("passkey1", 2)]  # the run's rows replaced, not added to
+    other = dict(rows[0], run="other")
+    (tmp_path / "out" / "heads.json").write_text(json.dumps([other]))
+    assert main([str(run), "--tasks", "passkey1", "--out", str(tmp_path / "out"), "--resume"])[0] == other
+    (tmp_path / "out" / "heads.json").write_text("{}")
+    with pytest.raises(SystemExit) as exit:
+        main([str(run), "--out", str(tmp_path / "out"), "--resume"])
+    assert exit.value.code == 2 and json.loads((tmp_path / "out" / "heads.json").read_text()) == {}
+    for bad in (["--samples", "0"], ["--tasks", "recall9"]):
+        with pytest.raises(SystemExit) as exit:
+            main([str(run), "--out", str(tmp_path / "bad"), *bad])
+        assert exit.value.code == 2 and not (tmp_path / "bad").exists()
+    assert "error:" in capsys.readouterr().err

@@ -9,9 +9,10 @@ token, so the share is the induction head's.
     python -m eval.heads runs/tasks/seed9/alibi runs/tasks/seed9/rope [--tasks recall1,passkey1] \
         [--samples 64] [--out reports/tasks/heads] [--resume]
 
-Writes heads.json (per run and task: the accuracy on the same sequences and the layers x heads shares) and
-heads.md (per run and task: the accuracy and the head that looks most, with its share); --resume keeps the rows
-of the runs not given (make extrapolation-tasks adds each seed's).
+Writes heads.json (per run and task: the accuracy on the same sequences and the layers x heads shares),
+heads.md (per run and task: the accuracy and the head that looks most, with its share) and heads.png (each run
+and task's layers x heads shares as a small heat map); --resume keeps the rows of the runs not given (make
+extrapolation-tasks adds each seed's).
 """
 from __future__ import annotations
 
@@ -20,8 +21,12 @@ import contextlib
 import json
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import torch
+
+matplotlib.use("Agg")  # files only; no display needed
+import matplotlib.pyplot as plt  # noqa: E402
 
 from checkpoint import atomic_write_text, hold, load_model
 from config import ArgumentParser, UserError, run_cli
@@ -95,19 +100,22 @@ def previous_rows(path: Path) -> list[dict]:
     return rows
 
 
+def ordered(rows: list[dict]) -> tuple[list[tuple], list[str], dict[tuple, dict]]:
+    """(runs by encoding then seed, tasks in their first order, {(run, seed, task): row})."""
+    runs = sorted({(r["run"], r["seed"]) for r in rows})
+    return runs, list(dict.fromkeys(r["task"] for r in rows)), {(r["run"], r["seed"], r["task"]): r for r in rows}
+
+
 def markdown(rows: list[dict]) -> str:
-    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    runs, tasks, by_key = ordered(rows)
     lines = ["Per run and task: the accuracy (%) on the answers of the validation sequences at L, and the head that "
              "gives the token holding the answer most attention from the token that asks for it (layer.head, "
              "counted from 0), with its mean share.", "",
              "| run | seed | " + " | ".join(tasks) + " |", "|---|---:|" + "---|" * len(tasks)]
-    cells: dict[tuple, dict] = {}
-    for r in rows:
-        cells.setdefault((r["run"], r["seed"]), {})[r["task"]] = r
-    for (run, seed), by_task in sorted(cells.items(), key=lambda item: (item[0][1], item[0][0])):
+    for run, seed in sorted(runs, key=lambda rs: (rs[1], rs[0])):
         out = []
         for task in tasks:
-            r = by_task.get(task)
+            r = by_key.get((run, seed, task))
             if r is None:
                 out.append("")
                 continue
@@ -116,6 +124,32 @@ def markdown(rows: list[dict]) -> str:
             out.append(f"{100 * r['accuracy']:.0f} · {layer}.{head} {share[layer, head]:.2f}")
         lines.append(f"| {run} | {seed} | " + " | ".join(out) + " |")
     return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    """A panel per run and task: the attention share on the fact, layer (rows) by head (columns)."""
+    runs, tasks, by_key = ordered(rows)
+    fig, axes = plt.subplots(len(runs), len(tasks), figsize=(1.6 * len(tasks) + 1.5, 0.75 * len(runs) + 0.8),
+                             squeeze=False)
+    image = None
+    for i, (run, seed) in enumerate(runs):
+        for j, task in enumerate(tasks):
+            ax, r = axes[i][j], by_key.get((run, seed, task))
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if r is None:
+                ax.axis("off")
+                continue
+            image = ax.imshow(np.array(r["share"]), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+            ax.set_title(f"{100 * r['accuracy']:.0f}%", fontsize=7, pad=2)
+            if i == 0:
+                ax.text(0.5, 1.6, task, transform=ax.transAxes, ha="center", fontsize=9)
+            if j == 0:
+                ax.set_ylabel(f"{run} {seed}", fontsize=8, rotation=0, ha="right", va="center")
+    fig.colorbar(image, ax=[ax for row in axes for ax in row], shrink=0.5,
+                 label="attention share on the fact (panel: layers down, heads across; title: accuracy)")
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -151,8 +185,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         rows = run_cli(work)
         atomic_write_text(args.out / RESULTS, json.dumps(rows, indent=1) + "\n")
         atomic_write_text(args.out / "heads.md", "# Where the heads look\n\n" + markdown(rows))
+        plot(rows, args.out / "heads.png")
     print(markdown(rows))
-    print(f"wrote {args.out}/{RESULTS}, heads.md")
+    print(f"wrote {args.out}/{RESULTS}, heads.md, heads.png")
     return rows
 
 

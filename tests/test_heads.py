@@ -71,6 +71,7 @@ def test_the_command_writes_its_tables_and_refuses_bad_input(tmp_path, capsys):
     assert [(r["task"], r["seed"], r["answers"]) for r in rows] == [("recall1", 3, 32), ("passkey1", 3, 4)]
     assert json.loads((tmp_path / "out" / "heads.json").read_text()) == rows
     assert "| run | 3 |" in (tmp_path / "out" / "heads.md").read_text()
+    assert (tmp_path / "out" / "heads.png").read_bytes()[:4] == b"\x89PNG"
     again = main([str(run), "--samples", "2", "--tasks", "passkey1", "--out", str(tmp_path / "out"), "--resume"])
     assert [(r["task"], r["answers"]) for r in again] == [("passkey1", 2)]  # the run's rows replaced, not added to
     other = dict(rows[0], run="other")

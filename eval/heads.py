@@ -39,10 +39,11 @@ RESULTS = "heads.json"
 DEFAULT_SAMPLES = 64
 
 
-def attention_weights(model: GPT, x: torch.Tensor) -> list[torch.Tensor]:
-    """The attention weights (B, H, T, T) of every layer of one forward pass of x (B, T) without a cache, as
-    softmax(q.k * scale + the encoding's bias) over the causal keys, from each layer's own projections and
-    its encoding's rotation, bias or folded bias (tests/test_heads.py: times v, the model's attention output)."""
+def attention_weights(model: GPT, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """The logits of one forward pass of x (B, T) without a cache, and the attention weights (B, H, T, T) of each
+    of its layers: softmax(q.k * scale + the encoding's bias) over the causal keys, from the layer's own
+    projections and its encoding's rotation, bias or folded bias (tests/test_heads.py: times v, they give the
+    model's attention output)."""
     weights = []
 
     def look(attn, inputs):
@@ -65,11 +66,11 @@ def attention_weights(model: GPT, x: torch.Tensor) -> list[torch.Tensor]:
     hooks = [block.attn.register_forward_pre_hook(look) for block in model.blocks]
     try:
         with torch.no_grad():
-            model(x)
+            logits, _ = model(x)
     finally:
         for hook in hooks:
             hook.remove()
-    return weights
+    return logits, weights
 
 
 def look_at_facts(model: GPT, task: str, samples: int) -> dict:
@@ -79,9 +80,8 @@ def look_at_facts(model: GPT, task: str, samples: int) -> dict:
     drawn = [sample(task, L + 1, VAL_SEED, j) for j in range(samples)]
     tokens = torch.from_numpy(np.stack([s.tokens for s in drawn]))
     x = tokens[:, :-1]
-    weights = torch.stack(attention_weights(model, x), dim=1)  # (B, layers, H, T, T)
-    with torch.no_grad():
-        predicted = model(x)[0].argmax(-1)
+    logits, weights = attention_weights(model, x)
+    weights, predicted = torch.stack(weights, dim=1), logits.argmax(-1)  # (B, layers, H, T, T), (B, T)
     rows, asks, facts = zip(*[(b, a - 1, f) for b, s in enumerate(drawn) for a, f in zip(s.answers, s.facts)])
     rows, asks, facts = (torch.tensor(v) for v in (rows, asks, facts))
     right = predicted[rows, asks] == tokens[rows, asks + 1]

@@ -29,10 +29,11 @@ def test_the_weights_times_the_values_are_the_models_attention_output(position):
         block.attn.register_forward_pre_hook(lambda m, args: inputs.append(args[0])),
         block.attn.o_proj.register_forward_pre_hook(lambda m, args: outputs.append(args[0])))]
     x = torch.randint(0, VOCAB_SIZE, (3, 32), generator=torch.Generator().manual_seed(1))
-    model(x)
+    logits = model(x)[0]
     for h in hooks:
         h.remove()
-    weights = attention_weights(model, x)
+    got, weights = attention_weights(model, x)
+    assert torch.equal(got, logits)
     assert len(weights) == 2 and weights[0].shape == (3, 4, 32, 32)
     for w, h, y, block in zip(weights, inputs[:2], outputs, model.blocks):
         attn = block.attn
@@ -48,7 +49,8 @@ def test_the_share_is_read_from_the_asking_token_to_the_fact(task):
     got = look_at_facts(model, task, samples=5)
     drawn = [sample(task, 33, VAL_SEED, j) for j in range(5)]
     x = torch.from_numpy(np.stack([s.tokens for s in drawn]))[:, :-1]
-    weights, predicted = attention_weights(model, x), model(x)[0].argmax(-1)
+    logits, weights = attention_weights(model, x)
+    predicted = logits.argmax(-1)
     share, right, n = np.zeros((2, 4)), 0, 0
     for b, s in enumerate(drawn):
         for a, f in zip(s.answers, s.facts):

@@ -31,7 +31,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from checkpoint import atomic_write_text, hold, load_model
 from config import ArgumentParser, UserError, run_cli
 from data.tasks import VAL_SEED, sample, task_names
-from eval.extrapolation import read_runs
+from eval.extrapolation import previous_rows, read_runs
 from model.attention import causal_mask
 from model.gpt import GPT
 
@@ -48,9 +48,7 @@ def attention_weights(model: GPT, x: torch.Tensor) -> tuple[torch.Tensor, list[t
 
     def look(attn, inputs):
         h, ctx, pe = inputs[:3]
-        B, T, _ = h.shape
-        q = attn.q_proj(h).view(B, T, attn.n_heads, attn.head_dim).transpose(1, 2)
-        k = attn.k_proj(h).view(B, T, attn.n_kv_heads, attn.head_dim).transpose(1, 2)
+        q, k, _ = attn.project(h)
         q, k = pe.rotate(q, k, ctx)
         scale = attn.head_dim ** -0.5
         if ctx.bias is None:
@@ -87,17 +85,6 @@ def look_at_facts(model: GPT, task: str, samples: int) -> dict:
     right = predicted[rows, asks] == tokens[rows, asks + 1]
     share = weights[rows, :, :, asks, facts].mean(0)  # (layers, H)
     return {"accuracy": right.float().mean().item(), "answers": len(rows), "share": share.tolist()}
-
-
-def previous_rows(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    try:
-        rows = json.loads(path.read_text())
-        assert isinstance(rows, list) and all({"run", "seed", "task", "share"} <= set(r) for r in rows)
-    except (ValueError, AssertionError):
-        raise UserError(f"--resume: {path} is not eval.heads' rows; move it away or measure without --resume") from None
-    return rows
 
 
 def ordered(rows: list[dict]) -> tuple[list[tuple], list[str], dict[tuple, dict]]:
@@ -172,7 +159,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         runs = read_runs(args.runs, tasks=True)
         held.enter_context(hold(args.out, "eval.heads"))
         measured = {(run.name, run.seed) for run in runs}
-        kept = previous_rows(args.out / RESULTS) if args.resume else []
+        kept = previous_rows(args.out / RESULTS, "eval.heads", "share") if args.resume else []
         rows = [r for r in kept if (r["run"], r["seed"]) not in measured]
         for run in runs:
             model = load_model(run.path)

@@ -256,11 +256,17 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.d_model, bias=False)
         self.dropout = cfg.dropout
 
+    def project(self, x):
+        """q (B, nh, T, hs), k and v (B, nkv, T, hs) of x (B, T, C), before any position is applied."""
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        return q, k, v
+
     def forward(self, x, ctx: PositionContext, pe: PositionalEncoding, cache: KVCache | None = None):
         B, T, _ = x.shape
-        q = self.q_proj(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)     # (B, nh, T, hs)
-        k = self.k_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, nkv, T, hs)
-        v = self.v_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        q, k, v = self.project(x)
         if cache is not None and ctx.rotate_keys:
             k, v = cache.update(self.layer, k, v, ctx.q_pos)  # (B, nkv, S, hs) before rotation, S = cached + T
         far = None if ctx.far is None else pe.rotate(q, k, ctx.far)  # a context method's second rotation

@@ -188,6 +188,13 @@ def causal_block_mask(T: int, S: int, device: torch.device):
     return create_block_mask(causal, None, None, T, S, device=device)
 
 
+# A score_mod that reads a bias table (the learned biases: table_score_mod) loads a tile of the table with
+# each block of keys. At inductor's default blocks on sm90 for bf16 and head size 64 (128 queries x 128 keys,
+# 3 stages) the compiled forward asked for 240 KiB of shared memory on an H200 (torch 2.11), past the 227 KiB
+# a block may have, and t5 did not compile; blocks of 64 keys halve the tiles.
+TABLE_KERNEL_OPTIONS = {"fwd_BLOCK_N": 64}
+
+
 def flex_attention(q, k, v, ctx: PositionContext, scale: float):
     """Causal FlexAttention with the encoding's score_mod. Inside a compiled model the plain function
     (the model's compile traces it); called eagerly, compiled_flex (eager flex on CUDA would
@@ -196,8 +203,9 @@ def flex_attention(q, k, v, ctx: PositionContext, scale: float):
         from torch.nn.attention.flex_attention import flex_attention as flex
     else:
         flex = compiled_flex(q.device.type)
+    options = TABLE_KERNEL_OPTIONS if ctx.bias is not None and q.is_cuda else None
     return flex(q, k, v, score_mod=ctx.score_mod, block_mask=ctx.block_mask, scale=scale,
-                enable_gqa=k.shape[1] != q.shape[1])
+                enable_gqa=k.shape[1] != q.shape[1], kernel_options=options)
 
 
 def causal_mask(q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:

@@ -113,3 +113,47 @@ def test_the_minimind_epoch_does_not_slow_after_evaluating():
     assert statistics.mean(third) >= statistics.mean(first)  # "does not slow down after evaluating"
     after_eval = ", ".join(f"{rate[s] / 1e6:.2f}M" for s in (110, 210, 310))
     assert f"(steps 110, 210, 310: {after_eval})" in BENCH
+
+
+H200 = {name: json.loads((GPU / f"h200/{name}/bench.json").read_text()) for name in ("peer", "biases")}
+
+
+def test_decoding_against_transformers_on_the_h200():
+    peer = H200["peer"]
+    assert peer["device"] == "NVIDIA H200"
+    [row] = peer["peer_decoding"]["rows"]
+    assert row["multiple"] == 1 and row["ratio"] >= 1.5  # "the target was 1.5x"
+    assert (f"**{row['ours_tokens_per_s']:,.0f} tokens/s**, transformers' `generate` (static cache, compiled with "
+            f"reduce-overhead) on the model exported to Llama in bf16 **{row['peer_tokens_per_s']:,.0f} tokens/s**: "
+            f"**{row['ratio']:.2f}x**") in BENCH
+    assert f"On one H200 that decoding is **{row['ratio']:.2f}x** transformers' compiled static-cache" in README
+    training = peer["peer"]
+    rounds = ", ".join(f"{r:.2f}" for r in training["round_ratios"])
+    assert f"**{training['ratio']:.2f}x** transformers' Llama in model FLOP/s (rounds {rounds})" in BENCH
+
+
+def test_the_learned_biases_share_of_rope_on_the_h200():
+    rows = {r["position"]: r for r in H200["biases"]["rows"]}
+    rope = rows["rope"]["train_tokens_per_s"]
+    shares = {p: rows[p]["train_tokens_per_s"] / rope for p in ("t5", "kerple", "fire")}
+    assert (f"RoPE {rope:,.0f} tokens/s ({100 * rows['rope']['mfu']:.1f}% MFU), "
+            f"t5 **{100 * shares['t5']:.1f}%** of it, kerple **{100 * shares['kerple']:.1f}%**, "
+            f"FIRE **{100 * shares['fire']:.1f}%**, below the 90%") in BENCH
+    assert max(shares.values()) < 0.9
+    low, high = (round(100 * f(shares.values())) for f in (min, max))
+    assert f"t5, kerple and FIRE train at {low}-{high}% of RoPE" in README
+    decoding = [r["generation"][0]["tokens_per_s"] for r in rows.values()]
+    assert f"level: {min(decoding):,.0f} to {max(decoding):,.0f} tokens/s for all four" in BENCH
+    assert max(decoding) / min(decoding) < 1.05  # "level"
+    log = (GPU / "h200/biases/first-call.log").read_text()
+    required, limit = re.search(r"flex_attention\S* Required: (\d+) Hardware limit:\s*(\d+)", log).groups()
+    assert "bench: t5 training" in log
+    assert f"asked for {int(required):,} bytes of shared memory where there are {int(limit):,}" in BENCH
+
+
+def test_ropes_step_on_the_h200():
+    rope = [next(r for r in H200[n]["rows"] if r["position"] == "rope") for n in ("peer", "biases")]
+    tokens = [f"{r['train_tokens_per_s']:,.0f}" for r in rope]
+    assert (f"RoPE's step** in the two runs: {tokens[0]} and {tokens[1]} "
+            f"tokens/s, {100 * rope[0]['mfu']:.1f}% and {100 * rope[1]['mfu']:.1f}% MFU") in BENCH
+    assert max(r["mfu"] for r in rope) < 0.45  # "still below 45%"

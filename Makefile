@@ -263,11 +263,14 @@ gpu-bench-peer: gpu-cuda
 # Issue 36's numbers in one device command (about 8 minutes on one H100): the profile, then the peers.
 gpu-speed: gpu-profile gpu-bench-peer
 
-# The learned score biases (t5, kerple, fire, through FlexAttention on CUDA) against rope in one run: their
-# training tokens/s as a share of rope's (issue 36: 90% or more), evaluation and decoding at L.
+# The learned score biases (t5, kerple, fire) against rope in one run: their training tokens/s as a share of
+# rope's (issue 36: 90% or more), evaluation and decoding at L; through FlexAttention (as train.py on CUDA),
+# then through SDPA's float mask (about 6 minutes).
 gpu-bench-biases: gpu-cuda
 	$(GPU_PY) -m eval.bench --config configs/gpt2-124m.yaml --positions rope,t5,kerple,fire --multiples 1 \
 		--decode-multiples 1 --out $(GPU_BENCH)/biases
+	$(GPU_PY) -m eval.bench --config configs/gpt2-124m.yaml --positions rope,t5,kerple,fire --multiples 1 \
+		--decode-multiples 1 --attention sdpa --out $(GPU_BENCH)/biases-sdpa
 
 # The GPU study (configs/study-gpu.yaml: 26M parameters, L = 256), each piece one device command; the
 # checkpoints are too large to come back, so a seed is trained and evaluated in one piece.

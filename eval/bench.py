@@ -104,10 +104,12 @@ def random_batch(cfg: Config, device) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randint(0, cfg.model.vocab_size, (2, cfg.train.batch_size, cfg.model.max_seq_len), device=device)
 
 
-def bench_training(cfg: Config, device, steps: int, warmup: int) -> dict:
+def bench_training(cfg: Config, device, steps: int, warmup: int, flex: bool = True) -> dict:
+    """`flex`: on CUDA the score biases through FlexAttention, as train.py runs them; off, ALiBi folded into q and
+    k and the learned biases as SDPA's float mask, as on the CPU."""
     x, y = random_batch(cfg, device)
     model = GPT(cfg.model).to(device)
-    if device.type == "cuda":
+    if device.type == "cuda" and flex:
         model.use_flex_attention(True)
     optimizer = make_optimizer(model, cfg.train, device)
     step_model = torch.compile(model) if cfg.run.compile else model
@@ -303,7 +305,8 @@ def fmt(value, pattern="{:,.0f}"):
 
 def markdown(results: dict) -> str:
     lines = [f"Device: **{results['device']}**, config `{results['config']}`, torch {results['torch']}, "
-             f"compile={results['compile']}, batch {results['batch_size']} x {results['seq_len']} tokens.", "",
+             f"compile={results['compile']}, batch {results['batch_size']} x {results['seq_len']} tokens"
+             f"{', score biases through SDPA' if results.get('attention') == 'sdpa' else ''}.", "",
              "| encoding | params | train tokens/s | MFU | train peak MiB |", "|---|---:|---:|---:|---:|"]
     peer = results.get("peer")
     for r in results["rows"] + ([{**peer, "position": f"peer: {peer['name']}"}] if peer else []):
@@ -402,6 +405,9 @@ def main(argv=None):
                              "model-FLOP/s ratio: gpt2 (a plain GPT-2 written here), transformers (its "
                              "LlamaForCausalLM; then also batch-1 decoding against transformers' generate on our "
                              "model exported to it), or the path of nanoGPT's model.py")
+    parser.add_argument("--attention", choices=["flex", "sdpa"], default="flex",
+                        help="on CUDA, the score biases through FlexAttention (as train.py; the default) or through "
+                             "SDPA (ALiBi folded into q and k, the learned biases as a float mask, as on the CPU)")
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds of --steps steps for each of ours "
                                                                  "and the peer")
     parser.add_argument("overrides", nargs="*", help="dotted.key=value")
@@ -416,13 +422,13 @@ def main(argv=None):
         torch.backends.cudnn.allow_tf32 = True
     results = {"device": device_name(device), "config": args.config, "torch": torch.__version__,
                "compile": base.run.compile, "batch_size": base.train.batch_size, "seq_len": base.model.max_seq_len,
-               "overrides": args.overrides, "rows": []}
+               "attention": args.attention, "overrides": args.overrides, "rows": []}
     args.out.mkdir(parents=True, exist_ok=True)
     for position in positions:
         cfg = bench_config(args.config, args.overrides + [f"model.position.type={position}"])
         torch._dynamo.reset()  # each model compiles afresh, never against the previous one's recompile limit
         print(f"bench: {position} training ...", file=sys.stderr)
-        row = bench_training(cfg, device, args.steps, args.warmup)
+        row = bench_training(cfg, device, args.steps, args.warmup, flex=args.attention == "flex")
         model, run = row.pop("model"), row.pop("step_model")
         print(f"bench: {position} evaluation at {args.multiples}x ...", file=sys.stderr)
         row["eval"] = bench_eval(model, run, device, multiples, args.repeats)

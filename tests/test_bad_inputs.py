@@ -291,6 +291,8 @@ CASES = [
      "--decode-multiples must be positive, got '1,0'"),
     ("bench-rounds", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--rounds", "0"],
      "--rounds must be at least 1, got 0"),
+    ("bench-attention", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--attention", "flash"],
+     "--attention: invalid choice: 'flash'"),
     ("bench-device", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "run.device=cuda:99"],
      "run.device: 'cuda:99' is not available here"),
     ("plots-no-results", ["eval.plots", "{tmp}/results.json"], "{tmp}/results.json not found"),

@@ -19,6 +19,7 @@ def test_bench_reports_training_evaluation_and_generation(tmp_path):
                 "--warmup", "1", "--repeats", "1", "--multiples", "1,2,8", "--out", str(tmp_path),
                 "model.d_model=32", "model.max_seq_len=64", "train.batch_size=2", "run.device=cpu"])
     results = json.loads((tmp_path / "bench.json").read_text())
+    assert results["attention"] == "flex"  # the default, as train.py: FlexAttention for the score biases on CUDA
     alibi, learned = results["rows"]
     assert alibi["train_tokens_per_s"] > 0 and [e["multiple"] for e in alibi["eval"]] == [1, 2, 8]
     assert all(g["tokens_per_s"] > 0 for g in alibi["generation"])
@@ -28,6 +29,15 @@ def test_bench_reports_training_evaluation_and_generation(tmp_path):
     table = (tmp_path / "bench.md").read_text()
     assert "Generation (batch 1, KV cache, eager model" in table
     assert "| alibi, sinks |" in table and "| learned, sinks | n/a (absolute positions) |" in table
+
+
+def test_the_score_biases_through_sdpa_are_named_in_the_table(tmp_path):
+    bench.main(["--config", str(ROOT / "configs/tiny.yaml"), "--positions", "t5", "--steps", "1", "--warmup", "1",
+                "--repeats", "1", "--multiples", "1", "--decode-multiples", "1", "--attention", "sdpa",
+                "--out", str(tmp_path), "model.d_model=32", "model.max_seq_len=64", "train.batch_size=2",
+                "run.device=cpu"])
+    assert json.loads((tmp_path / "bench.json").read_text())["attention"] == "sdpa"
+    assert "batch 2 x 64 tokens, score biases through SDPA." in (tmp_path / "bench.md").read_text()
 
 
 def test_generation_is_timed_after_its_compilations():

@@ -10,7 +10,7 @@ TORCH ?= torch==2.13.0
 MARKER := $(VENV)/.installed-$(shell printf '%s' '$(TORCH)' | md5sum | cut -c1-12)
 
 .PHONY: install demo test extrapolation extrapolation-tasks task-anchor task-context study-context study-eval study-probe study-passkey task-eval visualize clean \
-	smollm2 smollm2-report gpu-data gpu-cuda gpu-check gpu-tests-bench gpu-profile gpu-bench-peer gpu-speed gpu-bench-biases gpu-study-budget gpu-study gpu-study-merge gpu-minimind
+	smollm2 smollm2-report gpu-data gpu-cuda gpu-check gpu-tests-bench gpu-profile gpu-profile-modes gpu-bench-peer gpu-speed gpu-bench-biases gpu-study-budget gpu-study gpu-study-merge gpu-minimind
 
 $(MARKER): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -252,6 +252,12 @@ gpu-tests-bench: gpu-cuda
 gpu-profile: gpu-cuda
 	mkdir -p $(GPU_BENCH)
 	$(GPU_PY) -m eval.profile --config configs/gpt2-124m.yaml --out $(GPU_BENCH)
+
+# The profile under torch.compile's other modes (run.compile_mode): CUDA graphs against the idle gaps, then also
+# inductor's kernel search for the products (about 8 minutes).
+gpu-profile-modes: gpu-cuda
+	for mode in reduce-overhead max-autotune; do $(GPU_PY) -m eval.profile --config configs/gpt2-124m.yaml \
+		run.compile_mode=$$mode --out $(GPU_BENCH)/modes/$$mode || exit 1; done
 
 # Our rope and alibi models' training rows, then rope against transformers' Llama of the same shape trained in
 # turns, then batch-1 decoding against transformers' generate (static cache, compiled) on our model exported to

@@ -89,6 +89,10 @@ def positive(value, key: str) -> None:
     check(value > 0, key, "> 0", value)  # `not NaN > 0`, so NaN is refused too
 
 
+# torch.compile's modes: reduce-overhead adds CUDA graphs, max-autotune also searches kernels (minutes)
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
 @dataclass
 class RunConfig:
     name: str = "tiny"
@@ -96,10 +100,12 @@ class RunConfig:
     seed: int = 1337
     device: str = "auto"  # auto: cuda, then mps, then cpu
     compile: bool = False
+    compile_mode: str = "default"  # torch.compile's mode where compile is on (COMPILE_MODES)
     wandb: bool = False
     wandb_project: str = "positional-encodings"
 
     def validate(self) -> None:
+        check(self.compile_mode in COMPILE_MODES, "run.compile_mode", " | ".join(COMPILE_MODES), self.compile_mode)
         check(bool(self.name) and "/" not in self.name and self.name not in (".", ".."), "run.name",
               "a plain directory name", self.name)
         check(self.seed >= 0, "run.seed", ">= 0", self.seed)

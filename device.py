@@ -36,6 +36,13 @@ def pick_device(name: str = "auto", key: str = "device") -> torch.device:
     return torch.device("cpu")
 
 
+def compiled(model: torch.nn.Module, run) -> torch.nn.Module:
+    """The model as `run` (a RunConfig) trains it: torch.compile in run.compile_mode, or the model itself."""
+    if not run.compile:
+        return model
+    return torch.compile(model, mode=None if run.compile_mode == "default" else run.compile_mode)
+
+
 def autocast_dtype(device: torch.device) -> torch.dtype | None:
     """The precision autocast runs matrix products in on this device: bf16 on CUDA, None (full) elsewhere."""
     return torch.bfloat16 if device.type == "cuda" else None

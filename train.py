@@ -57,7 +57,7 @@ from config import (
 )
 from data import TaskData, TokenData, open_data
 from data.positions import sample_positions
-from device import autocast, keep_freed_host_memory, pick_device
+from device import autocast, compiled, keep_freed_host_memory, pick_device
 from model.gpt import GPT, make_optimizer
 from model.positions import build_position
 from model.positions import check as check_model
@@ -295,8 +295,7 @@ def setup(cfg: Config, resume: bool) -> tuple[Session, Progress]:
     if ddp:
         train_model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
-    if cfg.run.compile:  # after DDP, as PyTorch recommends, so its bucketing is compiled in
-        train_model = torch.compile(train_model)
+    train_model = compiled(train_model, cfg.run)  # after DDP, as PyTorch recommends, so its bucketing is compiled in
     val_batches = val_data.validation(cfg.model.max_seq_len, cfg.train.eval_tokens, cfg.train.batch_size)
     s = Session(cfg, run_dir, device, ddp, rank, world, model, train_model, optimizer, train_data, val_batches)
     p = Progress(start, last_good=start if resume else None, loss_sum=torch.zeros((), device=device))

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from config import ArgumentParser, Config, ContextConfig, UserError, load_config, run_cli
-from device import autocast, keep_freed_host_memory, pick_device
+from device import autocast, compiled, keep_freed_host_memory, pick_device
 from eval.memory import PeakMemory
 from eval.peers import make_peer
 from generate import compile_step, for_decoding
@@ -112,7 +112,7 @@ def bench_training(cfg: Config, device, steps: int, warmup: int, flex: bool = Tr
     if device.type == "cuda" and flex:
         model.use_flex_attention(True)
     optimizer = make_optimizer(model, cfg.train, device)
-    step_model = torch.compile(model) if cfg.run.compile else model
+    step_model = compiled(model, cfg.run)
     elapsed, peak_mib = time_training(lambda: step_model(x, y)[1], model, optimizer, device, steps, warmup)
     return {**training_row(cfg, device, model.num_params(), elapsed, steps, peak_mib), "model": model,
             "step_model": step_model}
@@ -127,9 +127,9 @@ def bench_peer(cfg: Config, device, steps: int, warmup: int, rounds: int, peer_n
     ours = GPT(cfg.model).to(device)
     peer = make_peer(peer_name, cfg.model)
     peer.model.to(device)
-    compiled = {m: torch.compile(m) if cfg.run.compile else m for m in (ours, peer.model)}
-    steps_of = {"ours": make_step(lambda: compiled[ours](x, y)[1], ours, make_optimizer(ours, cfg.train, device), device),
-                "peer": make_step(lambda: peer.loss_of(compiled[peer.model], x, y), peer.model,
+    runs = {m: compiled(m, cfg.run) for m in (ours, peer.model)}
+    steps_of = {"ours": make_step(lambda: runs[ours](x, y)[1], ours, make_optimizer(ours, cfg.train, device), device),
+                "peer": make_step(lambda: peer.loss_of(runs[peer.model], x, y), peer.model,
                                   make_optimizer(peer.model, cfg.train, device), device)}
     for step in steps_of.values():
         for _ in range(warmup):
@@ -303,9 +303,14 @@ def fmt(value, pattern="{:,.0f}"):
     return "n/a" if value is None else pattern.format(value)
 
 
+def mode_note(results: dict) -> str:
+    mode = results.get("compile_mode", "default")
+    return f" ({mode} mode)" if results["compile"] and mode != "default" else ""
+
+
 def markdown(results: dict) -> str:
     lines = [f"Device: **{results['device']}**, config `{results['config']}`, torch {results['torch']}, "
-             f"compile={results['compile']}, batch {results['batch_size']} x {results['seq_len']} tokens"
+             f"compile={results['compile']}{mode_note(results)}, batch {results['batch_size']} x {results['seq_len']} tokens"
              f"{', score biases through SDPA' if results.get('attention') == 'sdpa' else ''}.", "",
              "| encoding | params | train tokens/s | MFU | train peak MiB |", "|---|---:|---:|---:|---:|"]
     peer = results.get("peer")
@@ -422,7 +427,8 @@ def main(argv=None):
         torch.backends.cudnn.allow_tf32 = True
     results = {"device": device_name(device), "config": args.config, "torch": torch.__version__,
                "compile": base.run.compile, "batch_size": base.train.batch_size, "seq_len": base.model.max_seq_len,
-               "attention": args.attention, "overrides": args.overrides, "rows": []}
+               "compile_mode": base.run.compile_mode, "attention": args.attention, "overrides": args.overrides,
+               "rows": []}
     args.out.mkdir(parents=True, exist_ok=True)
     for position in positions:
         cfg = bench_config(args.config, args.overrides + [f"model.position.type={position}"])

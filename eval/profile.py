@@ -30,7 +30,7 @@ import torch
 from torch.autograd import DeviceType
 
 from config import ArgumentParser, Config, UserError, run_cli
-from device import autocast, keep_freed_host_memory, pick_device
+from device import autocast, compiled, keep_freed_host_memory, pick_device
 from eval.bench import bench_config, device_name, make_step, random_batch, sync, time_steps, training_row
 from model.gpt import GPT, make_optimizer
 
@@ -153,7 +153,7 @@ def profile(cfg: Config, device, steps: int, warmup: int, evaluations: int) -> d
     if device.type == "cuda":
         model.use_flex_attention(True)
     optimizer = make_optimizer(model, cfg.train, device)
-    step_model = torch.compile(model) if cfg.run.compile else model
+    step_model = compiled(model, cfg.run)
     step = make_step(lambda: step_model(x, y)[1], model, optimizer, device)
     for _ in range(warmup):  # compilation
         step()
@@ -174,7 +174,8 @@ def profile(cfg: Config, device, steps: int, warmup: int, evaluations: int) -> d
                       "device_allocs": device_allocations(device) - allocs})
     if evaluations:  # where a step's time goes after them: a host-side slowdown shows as idle gaps
         shares["shares_after"] = profiled(step, device, steps)["shares"]
-    return {"device": device_name(device), "torch": torch.__version__, "compile": cfg.run.compile,
+    return {"device": device_name(device), "torch": torch.__version__,
+            "compile": cfg.run.compile and f"{cfg.run.compile_mode} mode",
             "precision": "bf16 autocast" if cuda else "float32", "clock": "CUDA" if cuda else "CPU",
             "position": cfg.model.position.type, "batch_size": cfg.train.batch_size, "seq_len": cfg.model.max_seq_len,
             "params": model.num_params(), "steps": steps, "step_ms": 1e3 * elapsed / steps,

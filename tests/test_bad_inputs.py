@@ -141,6 +141,8 @@ CASES = [
     ("run-out-dir-file", TRAIN + ["run.out_dir={file}"], "run.out_dir: {file} is a file, not a directory"),
     ("run-seed", TRAIN + ["run.seed=-1"], "run.seed must be >= 0"),
     ("run-name-path", TRAIN + ["run.name=a/b"], "run.name must be a plain directory name"),
+    ("run-compile-mode", TRAIN + ["run.compile_mode=fast"],
+     "run.compile_mode must be default | reduce-overhead | max-autotune | max-autotune-no-cudagraphs, got 'fast'"),
     ("run-name-empty", TRAIN + ["run.name="], "run.name: expected str, got NoneType"),
     # train.py: command line and run directory
     ("train-no-config", ["train.py", "run.name=x"], "required: --config"),

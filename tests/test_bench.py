@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from eval import bench
 
@@ -38,6 +39,19 @@ def test_the_score_biases_through_sdpa_are_named_in_the_table(tmp_path):
                 "run.device=cpu"])
     assert json.loads((tmp_path / "bench.json").read_text())["attention"] == "sdpa"
     assert "batch 2 x 64 tokens, score biases through SDPA." in (tmp_path / "bench.md").read_text()
+
+
+def test_the_compile_mode_reaches_torch_compile(monkeypatch):
+    modes = []
+    monkeypatch.setattr(torch, "compile", lambda model, mode=None: modes.append(mode) or model)
+    cfg = bench.bench_config(str(ROOT / "configs/tiny.yaml"), ["model.d_model=32", "model.max_seq_len=64",
+                             "train.batch_size=2", "run.compile=true", "run.compile_mode=max-autotune"])
+    bench.bench_training(cfg, torch.device("cpu"), steps=1, warmup=0)
+    cfg.run.compile_mode = "default"
+    bench.bench_training(cfg, torch.device("cpu"), steps=1, warmup=0)
+    cfg.run.compile = False
+    bench.bench_training(cfg, torch.device("cpu"), steps=1, warmup=0)
+    assert modes == ["max-autotune", None]  # default: torch's own; compile off: not compiled
 
 
 def test_generation_is_timed_after_its_compilations():

@@ -71,6 +71,7 @@ def test_where_the_step_goes():
     assert sum(PROFILE["shares"].values()) == pytest.approx(1.0, abs=1e-3)
     assert (f"the matrix products take {ms['matmul']:.1f} ms, attention {ms['attention']:.1f} ms, the other kernels "
             f"{ms['elementwise and other']:.1f} ms and idle gaps {ms['idle']:.1f} ms") in BENCH
+    assert f"against the {100 * PROFILE['shares']['idle']:.1f}% of idle gaps" in BENCH
     at_peak = 6 * PROFILE["params"] * PROFILE["batch_size"] * PROFILE["seq_len"] / 989e12 * 1e3
     assert f"{ms['matmul'] / at_peak:.1f}x the {at_peak:.1f} ms" in BENCH
     step_at_45 = PROFILE["step_ms"] * PROFILE["mfu"] / 0.45

@@ -53,10 +53,15 @@ def test_each_piece_dry_runs_with_its_commands():
     assert ".gpu-data" not in speed and ".gpu-data" in make("-n", "gpu-minimind", "ALLOW_CPU=1").stdout  # random tokens
     biases = " ".join(make("-n", "gpu-bench-biases", "ALLOW_CPU=1").stdout.replace("\\\n", " ").split())
     assert "--positions rope,t5,kerple,fire --multiples 1 --decode-multiples 1 --out reports/bench/gpu/biases" in biases
+    assert "--decode-multiples 1 --attention sdpa --out reports/bench/gpu/biases-sdpa" in biases
+    modes = make("-n", "gpu-profile-modes", "ALLOW_CPU=1").stdout
+    assert "run.compile_mode=$mode --out reports/bench/gpu/modes/$mode" in modes
+    assert "for mode in reduce-overhead max-autotune;" in modes
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
-@pytest.mark.parametrize("piece", ["gpu-tests-bench", "gpu-profile", "gpu-speed", "gpu-bench-biases"])
+@pytest.mark.parametrize("piece", ["gpu-tests-bench", "gpu-profile", "gpu-profile-modes", "gpu-speed",
+                                   "gpu-bench-biases"])
 def test_a_piece_refuses_a_machine_without_cuda(piece, tmp_path):
     result = make(piece, f"GPU_PY={sys.executable}", f"GPU_BENCH={tmp_path}", check=False)
     assert result.returncode != 0

@@ -795,7 +795,7 @@ def never_learned(rows, tasks) -> bool:
 
 def test_every_cell_of_the_recipe_search_is_its_log():
     table = recipe_table()
-    assert sorted(table) == list(range(1, 44))
+    assert sorted(table) == list(range(1, 48))
     for number, entry in table.items():
         logged = final(number)
         for task in TASK_NAMES:
@@ -1643,3 +1643,22 @@ def test_nope_forms_no_induction_head_for_recall():
     recall1 = [h[("nope", s, "recall1")] for s in TRACK_SEEDS]
     assert all(r["accuracy"] >= 0.9 for r in recall1)
     assert (round(100 * min(r["most"] for r in recall1)), round(100 * max(r["most"] for r in recall1))) == (33, 90)
+
+
+def test_a_fourth_layer_carries_alibi_on_seeds_7_and_9_not_10_and_not_nope():
+    says(TASKS_PAGE, "With four layers ALiBi learned all five tasks on seeds 7 and 9, from step 4,000 and 4,500 on "
+                     "(rows 44 and 46), where three layers had left `recall1` at 72% and 29% in the track",
+         "it learned `recall` and left `recall1` at 67% (row 47)",
+         "learned `passkey` (95%) and both single-hop tasks, not `copy` (67%) or `recall` (38%; three layers in the "
+         "track: 44% and 26%; row 45)", "ALiBi missed a task on one seed of three, NoPE two.")
+    table = recipe_table()
+    assert [table[r]["log"] for r in (44, 45, 46, 47)] == ["l4-alibi-s7", "l4-nope-s7", "l4-alibi-s9", "l4-alibi-s10"]
+    assert [learned_from("l4-alibi-s7"), learned_from("l4-alibi-s9")] == [4000, 4500]
+    assert first_learned("l4-alibi-s10", "recall1") is None
+    assert first_learned("l4-nope-s7", "copy") is None and first_learned("l4-nope-s7", "recall") is None
+    assert pct(final(47)["recall1"]) == "67" and all(final(47)[t] >= 0.9 for t in TASK_NAMES if t != "recall1")
+    assert [pct(final(45)[t]) for t in ("copy", "recall", "passkey")] == ["67", "38", "95"]
+    assert all(final(45)[t] >= 0.9 for t in SINGLE_HOP + ("passkey",))
+    assert [pct(task_acc("alibi", "recall1", L, seed=seed)) for seed in (7, 9)] == ["72", "29"]
+    assert pct(task_acc("alibi", "recall", L, seed=10)) == "31"
+    assert [pct(task_acc("nope", t, L, seed=7)) for t in ("copy", "recall")] == ["44", "26"]

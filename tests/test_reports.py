@@ -795,7 +795,7 @@ def never_learned(rows, tasks) -> bool:
 
 def test_every_cell_of_the_recipe_search_is_its_log():
     table = recipe_table()
-    assert sorted(table) == list(range(1, 48))
+    assert sorted(table) == list(range(1, 49))
     for number, entry in table.items():
         logged = final(number)
         for task in TASK_NAMES:
@@ -1650,10 +1650,12 @@ def test_a_fourth_layer_carries_alibi_on_seeds_7_and_9_not_10_and_not_nope():
                      "(rows 44 and 46), where three layers had left `recall1` at 72% and 29% in the track",
          "it learned `recall` and left `recall1` at 67% (row 47)",
          "learned `passkey` (95%) and both single-hop tasks, not `copy` (67%) or `recall` (38%; three layers in the "
-         "track: 44% and 26%; row 45)", "ALiBi missed a task on one seed of three, NoPE two.")
+         "track: 44% and 26%; row 45)", "ALiBi missed a task on one seed of three, NoPE two tasks on its one seed.")
     table = recipe_table()
     assert [table[r]["log"] for r in (44, 45, 46, 47)] == ["l4-alibi-s7", "l4-nope-s7", "l4-alibi-s9", "l4-alibi-s10"]
     assert [learned_from("l4-alibi-s7"), learned_from("l4-alibi-s9")] == [4000, 4500]
+    says(TASKS_PAGE, "RoPE on seed 7 learned all five with it, from step 3,500 on (row 48).")
+    assert table[48]["log"] == "l4-rope-s7" and learned_from("l4-rope-s7") == 3500
     assert first_learned("l4-alibi-s10", "recall1") is None
     assert first_learned("l4-nope-s7", "copy") is None and first_learned("l4-nope-s7", "recall") is None
     assert pct(final(47)["recall1"]) == "67" and all(final(47)[t] >= 0.9 for t in TASK_NAMES if t != "recall1")

@@ -304,14 +304,16 @@ def fmt(value, pattern="{:,.0f}"):
 
 
 def mode_note(results: dict) -> str:
-    mode = results.get("compile_mode", "default")
+    """`compile=True`'s mode where it is not torch's default, for the tables' first line."""
+    mode = results["compile_mode"]
     return f" ({mode} mode)" if results["compile"] and mode != "default" else ""
 
 
 def markdown(results: dict) -> str:
     lines = [f"Device: **{results['device']}**, config `{results['config']}`, torch {results['torch']}, "
-             f"compile={results['compile']}{mode_note(results)}, batch {results['batch_size']} x {results['seq_len']} tokens"
-             f"{', score biases through SDPA' if results.get('attention') == 'sdpa' else ''}.", "",
+             f"compile={results['compile']}{mode_note(results)}, batch {results['batch_size']} x "
+             f"{results['seq_len']} tokens{', score biases through SDPA' if results['attention'] == 'sdpa' else ''}.",
+             "",
              "| encoding | params | train tokens/s | MFU | train peak MiB |", "|---|---:|---:|---:|---:|"]
     peer = results.get("peer")
     for r in results["rows"] + ([{**peer, "position": f"peer: {peer['name']}"}] if peer else []):

@@ -31,7 +31,8 @@ from torch.autograd import DeviceType
 
 from config import ArgumentParser, Config, UserError, run_cli
 from device import autocast, compiled, keep_freed_host_memory, pick_device
-from eval.bench import bench_config, device_name, make_step, random_batch, sync, time_steps, training_row
+from eval.bench import (bench_config, device_name, make_step, mode_note, random_batch, sync, time_steps,
+                        training_row)
 from model.gpt import GPT, make_optimizer
 
 # Kernel (CPU: operator) names by category, the first match wins: attention before matrix products,
@@ -174,8 +175,8 @@ def profile(cfg: Config, device, steps: int, warmup: int, evaluations: int) -> d
                       "device_allocs": device_allocations(device) - allocs})
     if evaluations:  # where a step's time goes after them: a host-side slowdown shows as idle gaps
         shares["shares_after"] = profiled(step, device, steps)["shares"]
-    return {"device": device_name(device), "torch": torch.__version__,
-            "compile": cfg.run.compile and f"{cfg.run.compile_mode} mode",
+    return {"device": device_name(device), "torch": torch.__version__, "compile": cfg.run.compile,
+            "compile_mode": cfg.run.compile_mode,
             "precision": "bf16 autocast" if cuda else "float32", "clock": "CUDA" if cuda else "CPU",
             "position": cfg.model.position.type, "batch_size": cfg.train.batch_size, "seq_len": cfg.model.max_seq_len,
             "params": model.num_params(), "steps": steps, "step_ms": 1e3 * elapsed / steps,
@@ -189,7 +190,7 @@ def pct(x: float | None) -> str:
 def markdown(r: dict, config: str, top: int = 15) -> str:
     clock, after = r["clock"], r.get("shares_after")
     lines = ["# Where a training step's time goes", "",
-             f"Device: **{r['device']}**, config `{config}`, torch {r['torch']}, compile={r['compile']}, "
+             f"Device: **{r['device']}**, config `{config}`, torch {r['torch']}, compile={r['compile']}{mode_note(r)}, "
              f"{r['precision']}, {r['position']}, {r['params'] / 1e6:.2f}M parameters, batch {r['batch_size']} x "
              f"{r['seq_len']} tokens (`python -m eval.profile`).", "",
              "## The step", "", "| tokens/s | step | MFU |", "|---:|---:|---:|",

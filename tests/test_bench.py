@@ -52,6 +52,9 @@ def test_the_compile_mode_reaches_torch_compile(monkeypatch):
     cfg.run.compile = False
     bench.bench_training(cfg, torch.device("cpu"), steps=1, warmup=0)
     assert modes == ["max-autotune", None]  # default: torch's own; compile off: not compiled
+    # the tables of eval.bench and eval.profile name a mode other than the default
+    assert [bench.mode_note({"compile": c, "compile_mode": m}) for c, m in
+            [(True, "max-autotune"), (True, "default"), (False, "max-autotune")]] == [" (max-autotune mode)", "", ""]
 
 
 def test_generation_is_timed_after_its_compilations():

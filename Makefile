@@ -195,13 +195,15 @@ $(SMOLLM2)/SOURCE.md: $(SMOLLM2_GGUF)
 	$(PY) -m export.hf $< $(SMOLLM2)
 
 # Its report (reports/smollm2/report.md): perplexity on the Gutenberg test books at 1x, 2x and 4x its context with
-# each RoPE scaling, SMOLLM2_TOKENS scored tokens per cell; the passkey heat map (eval.passkey) at 0.5x-2x, with and
-# without YaRN, SMOLLM2_TRIALS keys per cell. Hours of a CPU core each (the report states each cell's seconds); both
+# each RoPE scaling, SMOLLM2_TOKENS scored tokens per cell, then with each context method of SMOLLM2_CONTEXT
+# (unscaled; added to the same rows, so always resumed); the passkey heat map (eval.passkey) at 0.5x-2x, with and
+# without YaRN, SMOLLM2_TRIALS keys per cell. Hours of a CPU core each (the report states each cell's seconds); all
 # resume cell by cell (RESUME=1). SMOLLM2_DATA=shakespeare reads the default corpus where ../shared is missing.
 SMOLLM2_DATA ?= ../shared/corpora/gutenberg
 SMOLLM2_LENGTHS ?= 8192,16384,32768
 SMOLLM2_TOKENS ?= 32768
 SMOLLM2_SCALINGS ?= none,linear,ntk,dynamic,yarn
+SMOLLM2_CONTEXT ?= self-extend rerope leaky-rerope dca sinks logn
 SMOLLM2_PASSKEY ?= 4096,6144,8192,16384
 SMOLLM2_DEPTHS ?= 0,0.5,1
 SMOLLM2_TRIALS ?= 20
@@ -212,6 +214,9 @@ smollm2-report: smollm2
 		Gutenberg books) is not beside this checkout; SMOLLM2_DATA=shakespeare reads the default corpus"; exit 2; }
 	$(RUN_PY) -m eval.extrapolation hf:$(SMOLLM2) --lengths $(SMOLLM2_LENGTHS) --fixed-factors '' \
 		--max-tokens $(SMOLLM2_TOKENS) --data $(SMOLLM2_DATA) --scaling $(SMOLLM2_SCALINGS) --out $(SMOLLM2_REPORT) $(EVAL_RESUME)
+	for method in $(SMOLLM2_CONTEXT); do $(RUN_PY) -m eval.extrapolation hf:$(SMOLLM2) --lengths $(SMOLLM2_LENGTHS) \
+		--fixed-factors '' --max-tokens $(SMOLLM2_TOKENS) --data $(SMOLLM2_DATA) --scaling none \
+		--context-method $$method --out $(SMOLLM2_REPORT) --resume || exit 1; done
 	$(RUN_PY) -m eval.passkey hf:$(SMOLLM2) --lengths $(SMOLLM2_PASSKEY) --depths $(SMOLLM2_DEPTHS) \
 		--trials $(SMOLLM2_TRIALS) --scaling none,yarn --out $(SMOLLM2_REPORT) $(EVAL_RESUME)
 	$(RUN_PY) -m eval.pretrained $(SMOLLM2_REPORT) --data $(SMOLLM2_DATA) \

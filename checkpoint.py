@@ -10,8 +10,7 @@ directory or an evaluator's report folder: it holds the folder's `lock` file (`h
 
 A model to evaluate is a run directory or `hf:PATH`, a transformers checkpoint on disk (export/hf.py).
 `check_checkpoint`, `read_run_config`, `model_config`, `load_model`, `load_tokenizer` and `scalings_taken`
-open either, so that evaluators and generate.py do not ask which kind it is; `context_problem` refuses a
-context method (model/context.py) on an hf: checkpoint, whose attention is transformers'.
+open either, so that evaluators and generate.py do not ask which kind it is.
 """
 from __future__ import annotations
 
@@ -43,7 +42,6 @@ from config import (
 )
 from data import Tokenizer
 from export import hf
-from model.context import pairing_problem
 from model.gpt import GPT
 from model.positions import check as check_positions
 from model.rope import SCALINGS
@@ -406,29 +404,17 @@ def parse_model_section(run_dir: Path, config: dict) -> ModelConfig:
     return cfg
 
 
-HF_CONTEXT = ("a transformers checkpoint attends through transformers' own attention, which no context method "
-              "reaches (they act in this repo's, model/context.py); leave out --context-method")
-
-
-def context_problem(run_dir: Path, context: ContextConfig, encoding: str, scaling: ScalingConfig | None) -> str | None:
-    """Why a checked context method does not apply to a model, or None: an hf: checkpoint takes none;
-    a run, model.context.pairing_problem's rule for its `encoding` and RoPE `scaling`."""
-    return HF_CONTEXT if hf.is_hf(run_dir) else pairing_problem(context, encoding, scaling)
-
-
 def load_model(run_dir: Path, scaling: ScalingConfig | dict | None | str = FROM_RUN, device="cpu",
                best: bool = False, context: ContextConfig | None = None) -> GPT:
     """The latest (or best-validation) checkpoint of a run as an eval-mode GPT, optionally with another
-    RoPE scaling and a context method (checked by the caller: context_problem); for hf:PATH, the transformers
+    RoPE scaling and a context method (checked by the caller: model.context.pairing_problem); for hf:PATH, the transformers
     model called as a GPT is (export.hf.HFModel)."""
     if hf.is_hf(run_dir):
         if best:
             raise UserError(f"{run_dir} is a transformers checkpoint: it has no best-validation weights (--best "
                             f"reads a run directory)")
-        if context is not None:
-            raise UserError(f"{run_dir}: {HF_CONTEXT}")
         own = scaling == FROM_RUN
-        return hf.load_model(str(run_dir), None if own else parse_scaling(scaling), device, own=own)
+        return hf.load_model(str(run_dir), None if own else parse_scaling(scaling), device, own=own, context=context)
     model = GPT(model_config(run_dir, scaling))
     load_weights_into(model, run_dir, best=best)
     model.use_flex_attention(torch.device(device).type == "cuda")  # score biases without a T x S mask

@@ -19,9 +19,9 @@ decodes in bf16, as it trained: under autocast, its matrices held in bf16 once (
 --context-method applies a training-free context method (model/context.py: self-extend, rerope, leaky-rerope,
 dca, sinks, logn) to every step; `sinks` keeps only its sink tokens and window in the KV cache (a rolling
 cache: memory stays flat however many tokens are generated).
-hf:PATH, a transformers checkpoint (export/hf.py), decodes through transformers' own growing cache and attention,
-so --max-context, --compile and --context-method are for run directories; its prompt starts with BOS where its
-tokenizer adds one.
+hf:PATH, a transformers checkpoint (export/hf.py), decodes through transformers' own growing cache, so
+--max-context and --compile are for run directories, and `sinks` hides the keys past its window instead of
+dropping them (the same tokens; memory grows); its prompt starts with BOS where its tokenizer adds one.
 """
 from __future__ import annotations
 
@@ -32,12 +32,12 @@ from typing import Iterator
 
 import torch
 
-from checkpoint import FROM_RUN, context_problem, load_model, load_tokenizer, model_config, read_run_config
+from checkpoint import FROM_RUN, load_model, load_tokenizer, model_config, read_run_config
 from config import ArgumentParser, ScalingConfig, UserError, is_task_source, parse_scaling, run_cli
 from data import Tokenizer
 from device import autocast, autocast_dtype, keep_freed_host_memory, pick_device
 from model.attention import KVCache
-from model.context import CONTEXT_METHODS, parse_checked
+from model.context import CONTEXT_METHODS, pairing_problem, parse_checked
 from model.gpt import GPT, round_matrices
 from model.rope import check_scaling
 
@@ -71,7 +71,9 @@ def generate_tokens(model: GPT, prompt: list[int], max_new_tokens: int, temperat
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
     limit = model.position.max_positions
-    kept = model.context_method.kept if model.context_method is not None else None  # (first, last) tokens
+    kept = None  # (first, last): the tokens a context method reads; transformers' cache only grows (hf:)
+    if isinstance(model, GPT) and model.context_method is not None:
+        kept = model.context_method.kept
     capacity = len(prompt) + max_new_tokens  # a static cache is fixed at this; trimming needs max_context
     if step is None and max_context is not None:
         capacity = max(len(prompt), max_context)
@@ -125,7 +127,7 @@ def load(args) -> tuple[GPT, Tokenizer]:
     context = parse_checked(args.context_method, "--context-method")
     if context is not None:  # checked against the model's encoding and scaling before its weights are read
         cfg = model_config(args.run_dir, scaling)
-        problem = context_problem(args.run_dir, context, cfg.position.type, cfg.position.scaling)
+        problem = pairing_problem(context, cfg.position.type, cfg.position.scaling)
         if problem:
             raise UserError(f"--context-method: {problem}")
     model = load_model(args.run_dir, scaling=scaling, device=pick_device(args.device, "--device"), best=args.best,

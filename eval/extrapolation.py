@@ -37,7 +37,7 @@ training length (a fine-tune's own); every row records the settings used (`conte
 A model is a run directory or hf:PATH, a transformers checkpoint (export/hf.py), which reads --data (default:
 the default corpus) encoded with its own tokenizer, in the same document-contained windows; it takes the
 scalings transformers has (not dynamic-yarn), and its dynamic NTK is transformers' (cached keys keep their
-rotation); a context method is refused (they act in this repo's attention, not transformers'). --data gives
+rotation); a context method runs through an attention function registered with transformers (export/hf.py). --data gives
 a run other text too, encoded with the run's tokenizer.
 
 Rows carry the run's seed (run.seed), so several seeds of one study aggregate in results.md
@@ -67,7 +67,6 @@ from checkpoint import (
     FROM_RUN,
     atomic_write_text,
     check_checkpoint,
-    context_problem,
     hold,
     load_model,
     load_tokenizer,
@@ -90,7 +89,7 @@ from device import autocast, keep_freed_host_memory, pick_device
 from eval.memory import PeakMemory
 from eval.results import curve_label, format_ppl, markdown
 from model.attention import KVCache
-from model.context import CONTEXT_METHODS, describe, parse_checked
+from model.context import CONTEXT_METHODS, describe, pairing_problem, parse_checked
 from model.rope import SCALINGS, is_dynamic
 
 DEFAULT_LENGTHS = "256,512,1024,2048,4096"
@@ -187,8 +186,7 @@ def plan(run: Run, methods: list[str], lengths: list[int], fixed_factors: list[f
 
 
 def with_context(m: Measurement, context: ContextConfig) -> Measurement:
-    problem = context_problem(m.run.path, context, m.run.position,
-                              m.run.scaling if m.scaling == FROM_RUN else m.scaling)
+    problem = pairing_problem(context, m.run.position, m.run.scaling if m.scaling == FROM_RUN else m.scaling)
     if problem:
         raise UserError(f"--context-method: {m.run.path}: {problem}")
     label = describe(context) if m.label == "none" else f"{m.label} + {describe(context)}"

@@ -24,7 +24,10 @@ DESCRIPTION = """\
   scaling (linear = PI, ntk, yarn) has s = length / L, so it is plain RoPE up to L (its cell is the plain RoPE
   measurement: "= none"). dynamic is transformers' dynamic NTK as it runs in generation: the first L tokens
   prefilled, the rest decoded through the cache in chunks of 16 tokens, each chunk with the frequencies of its last
-  length, and every cached key keeps the rotation it was computed with.
+  length, and every cached key keeps the rotation it was computed with. A context method (model/context.py) runs
+  without a scaling, at its defaults for L unless set (its row names every setting), through transformers'
+  attention (export/hf.py): Self-Extend, ReRoPE, Leaky ReRoPE and DCA change the distances attention is shown
+  at L too, attention sinks hide what has left their window, log-n changes nothing up to L.
 - Passkey (eval.passkey): the prompt of Mohtashami & Jaggi, as the PI and YaRN papers use it: filler sentences
   repeated, a 5-digit key stated at a depth of them (0: first, 1: last), asked for at the end; a trial is right when
   the key is in what the model generates greedily (the key's tokens and 4 more). Static scalings only,
@@ -32,19 +35,34 @@ DESCRIPTION = """\
 - Seconds: the wall-clock time of the cell's measurement on this machine's CPU, loading aside."""
 
 
+def label(r: dict) -> str:
+    """The row's scaling, or its context method with every setting (the defaults it took included)."""
+    context = r.get("context")
+    if not context:
+        return r["scaling"]
+    settings = ", ".join(f"{k} {v:,g}" for k, v in context.items() if k != "type")
+    return f"{r['scaling'].split(' (')[0]} ({settings})"
+
+
+def same_as_none(r: dict) -> bool:
+    """A static scaling at s = 1 with no context method: plain RoPE, measured as none."""
+    return r["factor_rule"] == "length/L" and r["factor"] == 1.0 and not r.get("context")
+
+
 def ppl_table(rows: list[dict]) -> list[str]:
     lengths = sorted({r["length"] for r in rows})
     cells = defaultdict(dict)
     for r in rows:
-        cells[r["scaling"]][r["length"]] = r
-    lines = ["| scaling | " + " | ".join(f"{n:,}" for n in lengths) + " |", "|---|" + "---:|" * len(lengths)]
+        cells[label(r)][r["length"]] = r
+    lines = ["| scaling or context method | " + " | ".join(f"{n:,}" for n in lengths) + " |",
+             "|---|" + "---:|" * len(lengths)]
     for scaling, by_length in cells.items():
         values = []
         for n in lengths:
             r = by_length.get(n)
             if r is None:
                 values.append("not measured")
-            elif r["factor_rule"] == "length/L" and r["factor"] == 1.0:
+            elif same_as_none(r):
                 values.append("= none")
             elif r["ppl"] is None:
                 values.append(f"n/a ({r['note']})")
@@ -65,7 +83,7 @@ def write(folder: Path, model: str, data: str) -> Path:
         raise UserError(f"{folder} holds neither results.json nor {passkey_report.RESULTS} (run eval.extrapolation "
                         f"and eval.passkey)")
     L = next(r["train_length"] for r in ppl + passkey)
-    measured = [r for r in ppl if not (r["factor_rule"] == "length/L" and r["factor"] == 1.0)]
+    measured = [r for r in ppl if not same_as_none(r)]
     total = sum(map(seconds, measured)) + sum(r.get("seconds", 0) for r in passkey if not r.get("same_as"))
     lines = [f"# {model}: perplexity and passkey retrieval at and past its context", "",
              f"L = {L:,} tokens (its max_position_embeddings). Text: the test split of {data}. "

@@ -24,7 +24,7 @@ Runs and scalings are chosen as in eval.extrapolation: rope runs without scaling
 method of --scaling with s = max(1, length / L); a fine-tuned run uses its own scaling; `learned`
 past its table is a row with value null. --context-method applies a training-free context method to every
 probe, as in eval.extrapolation (--scaling then defaults to none). A model is a run directory or hf:PATH
-(eval.extrapolation's --data rule; no context method). A measurement identical to one made (a static scaling at
+(eval.extrapolation's --data rule). A measurement identical to one made (a static scaling at
 s = 1 is plain RoPE) is not made again: its row repeats the numbers and names the row it shares them with
 (same_as); `seconds` is the time the measurement took. --multiples '' leaves the copy probe out. Writes
 probes.json, probes.md and probes.png.

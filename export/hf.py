@@ -20,6 +20,13 @@ gives this repo's perplexities (tests/test_hf.py). transformers' dynamic NTK cac
 the frequencies of the step that computed it, where this repo re-rotates every cached key at the current
 length (model/attention.py): the same up to L, different past it.
 
+A context method (model/context.py: Self-Extend, ReRoPE, DCA ...) runs as an attention function registered with
+transformers (`context_attention`): q and k reach it rotated at their own positions, and the pairs the method
+shows at other positions are scored with q and k rotated on by the difference, before one softmax, as this
+repo's attention does (model.attention.merged_attention). It takes the models that rotate the two halves of a
+head's rotary dimensions (rotate_half: Llama, Mistral, Qwen2, GPT-NeoX, Phi ...); an export gives its run's
+perplexity under every method (tests/test_hf.py).
+
     python -m export.hf SmolLM2-135M-Instruct.Q4_1.gguf .cache/smollm2/hf   # a .gguf as a checkpoint folder
 """
 from __future__ import annotations
@@ -41,7 +48,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from safetensors import SafetensorError
 
-from config import ArgumentParser, ModelConfig, PositionConfig, ScalingConfig, UserError, run_cli, to_dict
+from config import ArgumentParser, ContextConfig, ModelConfig, PositionConfig, ScalingConfig, UserError, run_cli, to_dict
+from model.attention import SCORES, causal_mask, merged_attention
+from model.context import ContextMethod, build_context
+from model.positions import hiding_mask
 from model.rope import SCALINGS, is_dynamic, setting
 
 PREFIX = "hf:"
@@ -207,12 +217,18 @@ def describe(path) -> dict:
     return {"run": {"name": name, "seed": 0}, "model": to_dict(cfg)}
 
 
+def original_length(config, name: str) -> int:
+    """L, the context plain RoPE was trained at: max_position_embeddings, or the original length of the
+    checkpoint's own scaling."""
+    own = own_scaling(rope_parameters(config), config.max_position_embeddings, name)
+    return own.original_max_position_embeddings if own else config.max_position_embeddings
+
+
 def scaled_config(path: str, scaling: ScalingConfig | None):
     """The checkpoint's config with `scaling` (None: plain RoPE) in place of its own rope parameters."""
     config = copy.deepcopy(base_config(path))
     params = rope_parameters(config)
-    L = own_scaling(params, config.max_position_embeddings, path)
-    L = L.original_max_position_embeddings if L else config.max_position_embeddings
+    L = original_length(config, path)
     if scaling is not None:
         if scaling.type not in TAKES:
             raise UserError(f"{path} cannot take RoPE scaling {scaling.type!r}: transformers has no rope type "
@@ -250,10 +266,31 @@ class HFModel(nn.Module):
         super().__init__()
         self.hf, self.cfg = model, cfg
         self.position = Positions(scaling, dynamic=is_dynamic(scaling))
-        self.context_method = None  # context methods act in this repo's attention only (checkpoint.context_problem)
+        self.context_method: ContextMethod | None = None  # use_context_method
         self.caches = weakref.WeakKeyDictionary()
         # transformers 5.24 names its cache argument `cache`; earlier versions `past_key_values`
         self.cache_argument = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+    def use_context_method(self, context: ContextConfig | None, length: int) -> None:
+        """Attend through `context_attention` with the method, its defaults from the context `length` the
+        model was trained at, or, None, through the attention the model was loaded with. The caller has
+        checked that it applies (model.context.pairing_problem)."""
+        self.context_method = build_context(context, length)
+        if self.context_method is None:
+            return
+        layout = sys.modules[type(self.hf).__module__]
+        if not hasattr(layout, "rotate_half") or hasattr(layout, "rotate_every_two"):
+            raise UserError(f"{self.hf.config.model_type} rotates q and k in a layout context methods do not take; "
+                            f"they take models that rotate the halves of each head (Llama, Mistral, Qwen2, GPT-NeoX ...)")
+        frequencies = {m.inv_freq for m in self.hf.modules() if isinstance(getattr(m, "inv_freq", None), torch.Tensor)}
+        if len(frequencies) != 1:
+            raise UserError(f"{self.hf.config.model_type} has {len(frequencies)} rotary embeddings; context methods "
+                            f"take a model with one")
+        shown = ShownPositions(self.context_method, frequencies.pop())
+        for module in self.hf.modules():  # the attention function is given its module
+            module.shown_positions = shown
+        transformers().AttentionInterface.register(CONTEXT_ATTENTION, context_attention)
+        self.hf.set_attn_implementation(CONTEXT_ATTENTION)
 
     def restart_dynamic_rope(self) -> None:
         """transformers' dynamic NTK keeps the frequencies of the longest length seen, and sets them back only
@@ -286,9 +323,70 @@ class HFModel(nn.Module):
         return out.logits, loss
 
 
-def load_model(path: str, scaling: ScalingConfig | None, device, own: bool = False) -> HFModel:
+# ----------------------------------------------------------------------------- context methods
+
+CONTEXT_ATTENTION = "positional-gpt-context"  # the name context_attention is registered under
+
+
+@dataclass(frozen=True)
+class ShownPositions:
+    """What context_attention reads from an attention module: the method, and the frequencies the model
+    rotates with ((rotary dims / 2,), a static scaling's included)."""
+    method: ContextMethod
+    inv_freq: torch.Tensor
+
+
+def rotate_on(x: torch.Tensor, shift: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
+    """x (B, h, N, hs), rotated at positions p by RoPE over the halves of its first 2 * len(inv_freq) dimensions
+    (rotate_half), as rotated at p + shift (N,): rotations compose, so only the shift is applied."""
+    angles = (shift.double()[:, None] * inv_freq.double()[None, :]).float()  # (N, dims / 2)
+    cos, sin = (torch.cat((f, f), dim=-1).to(x.dtype) for f in (angles.cos(), angles.sin()))
+    dims = cos.shape[-1]
+    part = x[..., :dims]
+    half = part.unflatten(-1, (2, -1))
+    rotated = part * cos + torch.cat((-half[..., 1, :], half[..., 0, :]), dim=-1) * sin
+    return torch.cat((rotated, x[..., dims:]), dim=-1)
+
+
+def context_attention(module, query, key, value, attention_mask, scaling: float, dropout: float = 0.0, **kwargs):
+    """A transformers attention function (AttentionInterface) applying the context method of
+    module.shown_positions: query (B, H, T, hs) and key (B, nkv, S, hs) rotated at their own positions, the keys
+    being every token so far (0 ... S - 1: no padding, a cache that only grows) and the queries the last T.
+    transformers builds no mask for it; the causal one and the method's hidden keys are made here, and the
+    method's far pairs scored in blocks of query rows, as merged_attention does. Returns (B, T, H, hs), None."""
+    shown = module.shown_positions
+    method = shown.method
+    B, H, T, _ = query.shape
+    S = key.shape[-2]
+    k_pos = torch.arange(S, device=query.device)
+    q_pos = k_pos[S - T:]
+    factor = method.query_scale(q_pos)
+    if factor is not None:  # log-n
+        query = query * factor.to(query.dtype)[:, None]
+    if not method.changes_scores:
+        y = F.scaled_dot_product_attention(query, key, value, attn_mask=None if T == S else causal_mask(q_pos, k_pos),
+                                           is_causal=T == S, scale=scaling, enable_gqa=key.shape[1] != H)
+        return y.transpose(1, 2), None
+    far = method.far(q_pos, k_pos[:1])  # far_q depends on the query alone, far_k on the key alone
+    far_query, far_key = query, key
+    if far is not None:
+        far_query = rotate_on(query, far[1] - q_pos, shown.inv_freq)
+        far_key = rotate_on(key, method.far(q_pos[:1], k_pos)[2] - k_pos, shown.inv_freq)
+    rows = max(1, SCORES // (B * H * S))  # the (T, S) masks of a long input are made a block of rows at a time
+    out = []
+    for a in range(0, T, rows):
+        block = q_pos[a:a + rows]
+        use_far = method.far(block, k_pos)[0] if far is not None else torch.zeros(len(block), S, dtype=torch.bool)
+        out.append(merged_attention(query[..., a:a + rows, :], key, far_query[..., a:a + rows, :], far_key, value,
+                                    use_far, hiding_mask(method.hidden(block, k_pos)), scaling))
+    return torch.cat(out, dim=-2).transpose(1, 2), None
+
+
+def load_model(path: str, scaling: ScalingConfig | None, device, own: bool = False,
+               context: ContextConfig | None = None) -> HFModel:
     """The checkpoint as an eval-mode HFModel on `device`, float32 on the CPU and bfloat16 on CUDA, with `scaling`
-    as its RoPE scaling (None: plain RoPE), or with `own` its config's rope parameters as they are."""
+    as its RoPE scaling (None: plain RoPE), or with `own` its config's rope parameters as they are, and the
+    context method (checked by the caller)."""
     source = locate(path)
     config = copy.deepcopy(base_config(path)) if own else scaled_config(path, scaling)
     device = torch.device(device)
@@ -299,7 +397,11 @@ def load_model(path: str, scaling: ScalingConfig | None, device, own: bool = Fal
     except RAISED as e:
         raise failed(source, "weights", e) from None
     cfg = model_section(config, source.name)
-    return HFModel(model, cfg, cfg.position.scaling).to(device).eval()
+    model = HFModel(model, cfg, cfg.position.scaling).to(device).eval()
+    # after the move, since it holds the rotary frequencies; a method's defaults follow the length trained at,
+    # as a run's do (its own scaling's context, or L under a scaling given here)
+    model.use_context_method(context, cfg.max_seq_len if own else original_length(base_config(path), source.name))
+    return model
 
 
 class HFTokenizer:

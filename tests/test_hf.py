@@ -1,6 +1,6 @@
 """hf:PATH, a transformers checkpoint, wherever a run directory is accepted (export/hf.py): the export of a run
-gives the run's perplexity with every static scaling at every length, its probes and its generations; a .gguf
-file loads dequantized; and SmolLM2 (`make smollm2`) knows the capital of France."""
+gives the run's perplexity with every static scaling and every context method at every length, its probes and its
+generations; a .gguf file loads dequantized; and SmolLM2 (`make smollm2`) knows the capital of France."""
 import json
 import shutil
 import subprocess
@@ -15,11 +15,12 @@ transformers = pytest.importorskip("transformers", reason="transformers loads hf
 
 import generate
 from checkpoint import load_model, load_tokenizer, read_run_config, save_checkpoint
-from config import Config, DataConfig, ModelConfig, to_dict
+from config import Config, ContextConfig, DataConfig, ModelConfig, to_dict
 from data import prepare_shards
 from eval import extrapolation, passkey, pretrained, probe
 from eval.extrapolation import window_losses
 from export.llama import export
+from model.context import CONTEXT_METHODS, ContextMethod
 from model.gpt import GPT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,13 +102,37 @@ def test_an_export_gives_the_runs_probes(pair, tmp_path):
     assert all(r["seconds"] >= 0 for r in rows if not r.get("same_as"))
 
 
-@pytest.mark.parametrize("scaling", ["none", "{type: yarn, factor: 4}"])
-def test_an_export_generates_the_runs_text(pair, scaling, capsys):
+@pytest.mark.parametrize("method", sorted(CONTEXT_METHODS))
+def test_an_export_gives_the_runs_perplexity_under_every_context_method(pair, method, tmp_path):
+    """transformers' attention with a context method (export.hf.context_attention) scores as this repo's does, with
+    and without a static scaling (log-n takes none with an attention factor: linear), at L and past it."""
+    run, hf = pair
+    scalings = "none,linear" if method == "logn" else "none,yarn"
+    rows = extrapolation.main([str(run), hf, "--lengths", "32,64,256", "--fixed-factors", "", "--scaling", scalings,
+                               "--context-method", method, "--max-tokens", "512", "--device", "cpu",
+                               "--out", str(tmp_path)])
+    cells = by_measurement(rows, "scaling", "length")
+    assert len(cells) == 2 * 3
+    for key, pair_rows in cells.items():
+        ours, theirs = pair_rows["rope"], pair_rows["hf"]
+        assert theirs["context"] == ours["context"] and ours["context"]["type"] == method
+        assert theirs["ppl"] == pytest.approx(ours["ppl"], rel=1e-4), key
+    plain = extrapolation.main([hf, "--lengths", "256", "--scaling", "none", "--max-tokens", "512", "--device", "cpu",
+                                "--out", str(tmp_path / "plain")])[0]["ppl"]
+    assert abs(cells[(method, 256)]["hf"]["ppl"] / plain - 1) > 1e-3  # the method changed what the model read
+
+
+@pytest.mark.parametrize("scaling, method", [("none", "none"), ("{type: yarn, factor: 4}", "none"),
+                                             ("none", "{type: sinks, sinks: 2, window: 8}"),
+                                             ("{type: yarn, factor: 4}", "{type: self-extend, window: 4}")])
+def test_an_export_generates_the_runs_text(pair, scaling, method, capsys):
+    """Token for token, also under a context method: sinks rolls this repo's cache and hides the same keys in
+    transformers' growing one."""
     run, hf = pair
     texts = []
     for model in (str(run), hf):
         generate.main([model, "--prompt", "ROMEO: O", "--temperature", "0", "--max-new-tokens", "24",
-                       "--rope-scaling", scaling, "--device", "cpu"])
+                       "--rope-scaling", scaling, "--context-method", method, "--device", "cpu"])
         texts.append(capsys.readouterr().out)
     assert texts[0] == texts[1] and len(texts[0]) > len("ROMEO: O") + 10
 
@@ -226,6 +251,10 @@ def test_the_smollm2_targets_dry_run_with_their_commands(tmp_path):
                  "sha256sum -c --quiet", f"-m export.hf {tmp_path}/SmolLM2-135M-Instruct.Q4_1.gguf {model}",
                  f"-m eval.extrapolation hf:{model} --lengths 512,1024 --fixed-factors '' \\\n\t--max-tokens 1024 "
                  f"--data ../shared/corpora/gutenberg --scaling none,linear,ntk,dynamic,yarn --out reports/smollm2",
+                 "for method in self-extend rerope leaky-rerope dca sinks logn; do",
+                 f"-m eval.extrapolation hf:{model} --lengths 512,1024 \\\n\t--fixed-factors '' --max-tokens 1024 "
+                 "--data ../shared/corpora/gutenberg --scaling none \\\n\t--context-method $method --out "
+                 "reports/smollm2 --resume || exit 1; done",
                  f"-m eval.passkey hf:{model} --lengths 4096,6144,8192,16384 --depths 0,0.5,1 \\\n\t--trials 20 "
                  "--scaling none,yarn --out reports/smollm2",
                  "-m eval.pretrained reports/smollm2 --data ../shared/corpora/gutenberg"):
@@ -283,15 +312,19 @@ def random_checkpoint(tokenizer: Path, folder: Path, config_class: str, **settin
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_every_hf_path_runs_on_a_random_checkpoint_of_each_architecture(arch, byte_level_tokenizer, tmp_path, capsys):
-    """eval.extrapolation with every scaling transformers takes, eval.probe, eval.passkey and generate.py on a
-    model this repo never made: each scaling moves the perplexity past L and is plain RoPE at L."""
+    """eval.extrapolation with every scaling transformers takes and with a context method, eval.probe, eval.passkey
+    and generate.py on a model this repo never made: each scaling moves the perplexity past L and is plain RoPE at
+    L, and the context method moves it past L."""
     config_class, settings = ARCHITECTURES[arch]
     hf = random_checkpoint(byte_level_tokenizer, tmp_path / arch, config_class, **settings)
     rows = extrapolation.main([hf, "--lengths", f"{L},{4 * L}", "--scaling", "none,linear,ntk,dynamic,yarn,llama3",
                                "--fixed-factors", "", "--max-tokens", str(8 * L), "--device", "cpu",
                                "--out", str(tmp_path / "ppl")])
+    rows += extrapolation.main([hf, "--lengths", f"{4 * L}", "--scaling", "none", "--context-method", "self-extend",
+                                "--max-tokens", str(8 * L), "--device", "cpu", "--out", str(tmp_path / "context")])
     ppl = {(r["scaling"], r["length"]): r["ppl"] for r in rows}
-    assert len(ppl) == 12 and all(0 < v < float("inf") for v in ppl.values())
+    assert len(ppl) == 13 and all(0 < v < float("inf") for v in ppl.values())
+    assert ppl[("self-extend", 4 * L)] != pytest.approx(ppl[("none", 4 * L)], rel=1e-4)
     for method in ("linear", "ntk", "dynamic", "yarn", "llama3"):
         assert ppl[(method, L)] == pytest.approx(ppl[("none", L)], rel=1e-5), method
         assert ppl[(method, 4 * L)] != pytest.approx(ppl[("none", 4 * L)], rel=1e-4), method
@@ -308,6 +341,34 @@ def test_every_hf_path_runs_on_a_random_checkpoint_of_each_architecture(arch, by
     generate.main([hf, "--prompt", "To be", "--max-new-tokens", "5", "--temperature", "0", "--rope-scaling",
                    "{type: yarn, factor: 4}", "--device", "cpu"])
     assert capsys.readouterr().out.startswith("To be")
+
+
+class Shifted(ContextMethod):
+    """Every pair shown at the query's position + q_shift and the key's + k_shift: with equal shifts the distances
+    are unchanged, and RoPE, which reads only distances, gives the plain model's logits."""
+    maps_distances = True
+    q_shift = k_shift = 0
+
+    def far(self, q_pos, k_pos):
+        return torch.ones(len(q_pos), len(k_pos), dtype=torch.bool), q_pos + self.q_shift, k_pos + self.k_shift
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_context_methods_rotate_as_each_architecture_does(arch, byte_level_tokenizer, tmp_path, monkeypatch):
+    """context_attention rotates q and k on as the model itself does, partial rotary (GPT-NeoX, Phi) included: shown
+    5 positions later on both sides, every pair keeps its distance and the logits do not move; shown 5 later on
+    the query's side only, they do."""
+    config_class, settings = ARCHITECTURES[arch]
+    hf = random_checkpoint(byte_level_tokenizer, tmp_path / arch, config_class, **settings)
+    x = torch.randint(0, 512, (1, 48))
+    monkeypatch.setitem(CONTEXT_METHODS, "shifted", Shifted)
+    with torch.no_grad():
+        plain = load_model(hf, scaling=None)(x)[0]
+        for q_shift, k_shift, same in ((5, 5, True), (5, 0, False)):
+            monkeypatch.setattr(Shifted, "q_shift", q_shift)
+            monkeypatch.setattr(Shifted, "k_shift", k_shift)
+            logits = load_model(hf, scaling=None, context=ContextConfig("shifted"))(x)[0]
+            assert torch.allclose(logits, plain, atol=1e-4) == same, (q_shift, k_shift)
 
 
 @pytest.mark.parametrize("config_class", ["GPT2Config", "BloomConfig"])  # learned positions; ALiBi

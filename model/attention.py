@@ -228,13 +228,21 @@ def per_query_attention(q, k, v, ctx: PositionContext, scale: float):
 SCORES = 1 << 24  # merged_attention's scores in memory at once (64 MiB in float32): query rows per block
 
 
+def grouped_scores(q, k):
+    """q (B, nkv, g, T, hs) against k (B, nkv, 1, S, hs): (B, nkv, g, T, S), one matrix product per key head
+    (broadcasting k over the g query heads would copy it g times)."""
+    return (q.flatten(2, 3) @ k[:, :, 0].mT).unflatten(2, q.shape[2:4])
+
+
 def merged_attention(q, k, far_q, far_k, v, use_far, mask, scale: float):
     """Attention whose score for each (query, key) pair comes from one of two passes: q and k rotated at their
     own positions, or far_q and far_k rotated at those a context method shows far pairs (Self-Extend's groups,
     ReRoPE's window ...), picked by use_far (T, S), then one softmax over the row; mask (1, T, S) holds -inf on
     future and hidden keys. Query head h reads key head h // (H / nkv), as SDPA's enable_gqa. In blocks of
     query rows, so the T x S scores of a long input are never in memory at once; a block stops at the last key
-    any of its rows sees, so the causal future is mostly never scored."""
+    any of its rows sees, so the causal future is mostly never scored, and each pass scores only the keys from
+    the first (near) or up to the last (far) that a row of the block takes from it: far keys are the old ones, so
+    a long input is mostly scored once."""
     B, H, T, _ = q.shape
     dtype = torch.promote_types(q.dtype, torch.float32)  # bf16 scores would round the softmax
     nkv, S = k.shape[1], k.shape[2]
@@ -248,9 +256,19 @@ def merged_attention(q, k, far_q, far_k, v, use_far, mask, scale: float):
     for a in range(0, T, rows):
         b = min(T, a + rows)
         end = max(ends[a:b])
-        near, far = q[..., a:b, :] @ k[..., :end, :].mT, far_q[..., a:b, :] @ far_k[..., :end, :].mT
-        scores = torch.where(use_far[a:b, :end], far, near).add_(mask[a:b, :end])  # (B, nkv, H / nkv, rows, end)
-        out.append(scores.softmax(-1) @ v[..., :end, :])
+        block_mask, far = mask[a:b, :end], use_far[a:b, :end]
+        seen = block_mask > float("-inf")
+        far_end = int(torch.where((far & seen).any(0), keys[:end], 0).max())  # one past the last key scored far
+        near = (~far & seen).any(0)
+        near_start = int(near.int().argmax()) if near.any() else end  # the first key scored near
+        scores = q.new_full((B, nkv, H // nkv, b - a, end), float("-inf"))
+        if far_end:
+            scores[..., :far_end] = grouped_scores(far_q[..., a:b, :], far_k[..., :far_end, :])
+        if near_start < end:
+            near_scores = grouped_scores(q[..., a:b, :], k[..., near_start:end, :])
+            scores[..., near_start:] = torch.where(far[:, near_start:], scores[..., near_start:], near_scores)
+        probs = scores.add_(block_mask).softmax(-1)
+        out.append((probs.flatten(2, 3) @ v[:, :, 0, :end, :]).unflatten(2, (H // nkv, -1)))
     return torch.cat(out, dim=-2).flatten(1, 2).to(v.dtype)  # (B, H, T, hs)
 
 

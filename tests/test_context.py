@@ -13,6 +13,7 @@ import generate
 from config import ContextConfig, ModelConfig, PositionConfig, ScalingConfig, UserError, parse_context
 from eval import extrapolation, probe, tasks
 from generate import generate_tokens
+from model import attention
 from model.attention import KVCache
 from model.context import CONTEXT_METHODS, build_context, check_context, pairing_problem
 from model.gpt import GPT
@@ -129,9 +130,12 @@ def reference_attention(attn, x, pe, name, p, scale_q=None):
 
 
 @torch.no_grad()
+@pytest.mark.parametrize("scores", [None, 3 * 4 * 24])  # merged_attention's blocks: one, or 3 query rows each
 @pytest.mark.parametrize("position", ["rope", "alibi"])
 @pytest.mark.parametrize("name", [*SETTINGS, "logn"])
-def test_attention_under_each_method_equals_a_hand_built_softmax(name, position):
+def test_attention_under_each_method_equals_a_hand_built_softmax(name, position, scores, monkeypatch):
+    if scores is not None:
+        monkeypatch.setattr(attention, "SCORES", scores)
     p = SETTINGS.get(name, {"length": 8})
     model = tiny(position, {"type": name, **p})
     seen = {}

@@ -376,7 +376,7 @@ def context_attention(module, query, key, value, attention_mask, scaling: float,
     out = []
     for a in range(0, T, rows):
         block = q_pos[a:a + rows]
-        use_far = method.far(block, k_pos)[0] if far is not None else torch.zeros(len(block), S, dtype=torch.bool)
+        use_far = method.far(block, k_pos)[0] if far is not None else torch.zeros(len(block), S, dtype=torch.bool, device=query.device)
         out.append(merged_attention(query[..., a:a + rows, :], key, far_query[..., a:a + rows, :], far_key, value,
                                     use_far, hiding_mask(method.hidden(block, k_pos)), scaling))
     return torch.cat(out, dim=-2).transpose(1, 2), None

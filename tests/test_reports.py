@@ -795,7 +795,7 @@ def never_learned(rows, tasks) -> bool:
 
 def test_every_cell_of_the_recipe_search_is_its_log():
     table = recipe_table()
-    assert sorted(table) == list(range(1, 49))
+    assert sorted(table) == list(range(1, 51))
     for number, entry in table.items():
         logged = final(number)
         for task in TASK_NAMES:
@@ -888,6 +888,28 @@ def first_learned(log: str, task: str) -> int | None:
 def learned_from(log: str) -> int:
     """The first logged step from which every task stays at 90% or more to the end of the log."""
     return max(first_learned(log, task) for task in TASK_NAMES)
+
+
+def test_twelve_thousand_steps_carry_alibi_on_seed_10_and_not_nope():
+    says(TASKS_PAGE, "ALiBi on seed 10 learned all five tasks from step 6,750 on (row 50): its `recall1` sat at 20-42% to "
+                     "step 6,000, then reached 83% at 6,500 and 99.5% at 7,000, where the 8,000-step run was at 62% by "
+                     "step 7,250",
+         "NoPE on seed 7 reached `copy` 77% and `recall` 32% (row 49; 67% and 38% with 8,000 steps), its `recall` "
+         "between 28% and 38% over the last 4,000 steps",
+         "NoPE learned `copy` and `recall` under no recipe here (rows 13, 16, 17, 23, 25, 42, 45, 49).")
+    table = recipe_table()
+    assert [table[r]["log"] for r in (49, 50)] == ["l4-12k-nope-s7", "l4-12k-alibi-s10"]
+    assert all(table[r]["step"] == "12000" for r in (49, 50))
+    alibi, eight = recipe_log("l4-12k-alibi-s10"), recipe_log("l4-alibi-s10")
+    assert learned_from("l4-12k-alibi-s10") == 6750
+    early = [alibi[s]["recall1"] for s in alibi if s <= 6000]
+    assert [pct(min(early)), pct(max(early))] == ["20", "42"]
+    assert [pct(alibi[6500]["recall1"]), f"{100 * alibi[7000]['recall1']:.1f}", pct(eight[7250]["recall1"])] == ["83", "99.5", "62"]
+    nope = recipe_log("l4-12k-nope-s7")
+    assert [pct(final(49)[t]) for t in ("copy", "recall")] == ["77", "32"]
+    late = [nope[s]["recall"] for s in nope if s > 8000]
+    assert [pct(min(late)), pct(max(late))] == ["28", "38"]
+    assert never_learned((13, 16, 17, 23, 25, 42, 45, 49), ("copy", "recall"))
 
 
 def test_asked_alike_recall_and_recall1_held_each_other_back_asked_apart_both_learned():

@@ -18,7 +18,8 @@ cell costs the tokens after its key; each row is written as its depth is measure
 
 A model is a run directory or hf:PATH. Scalings are chosen as in eval.probe: an unscaled RoPE run gets each static
 method of --scaling with s = max(1, length / L) (s = 1 is plain RoPE: that row repeats plain RoPE's numbers and
-names it in same_as); a fine-tuned run its own. Writes passkey.json (one row per model, scaling, length and depth,
+names it in same_as); a fine-tuned run its own. --context-method applies a training-free context method to every
+cell, as in eval.extrapolation (--scaling then defaults to none). Writes passkey.json (one row per model, scaling, length and depth,
 written as each is measured; --resume measures only the missing ones), passkey.md and passkey.png (a heat map per
 model and scaling, accuracy averaged over seeds).
 """
@@ -38,13 +39,14 @@ import torch
 from tqdm import tqdm
 
 from checkpoint import atomic_write_text, hold, load_model, load_tokenizer
-from config import ArgumentParser, UserError
+from config import ArgumentParser, ContextConfig, UserError
 from device import autocast, keep_freed_host_memory, pick_device
-from eval.extrapolation import (Run, check_taken, keep_finished, parse_lengths, parse_multiples, parse_scalings,
-                               previous_rows, read_runs)
+from eval.extrapolation import (CONTEXT_HELP, Run, check_taken, context_settings, keep_finished, parse_lengths,
+                               parse_multiples, parse_scalings, previous_rows, read_runs)
 from eval.plots import plt
 from eval.probe import key_words, model_variants
 from model.attention import KVCache
+from model.context import parse_checked
 from model.rope import SCALINGS
 
 # The prompt's text, as Mohtashami & Jaggi give it and the PI and YaRN papers reuse it.
@@ -154,9 +156,10 @@ def row_key(r: dict) -> tuple:
 
 
 def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[float], seed: int, trials: int,
-                device, previous: list[dict], on_row) -> None:
+                device, previous: list[dict], on_row, context: ContextConfig | None = None) -> None:
     """Every (scaling, length, depth) row of one run not among the `previous` rows, handed to on_row as it is
-    measured; a row whose model a previous row measured (s = 1 is plain RoPE) repeats its numbers."""
+    measured; a row whose model a previous row measured (s = 1 is plain RoPE) repeats its numbers. The context
+    method, if any, is named in every label."""
     prompts = Prompts(load_tokenizer(run.path), seed, trials)
     base = {"run": run.name, "seed": run.seed, "position": run.position, "train_length": run.train_length,
             "keys": prompts.kind}
@@ -165,25 +168,26 @@ def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[f
     for r in previous:
         if (r["run"], r["seed"]) != (run.name, run.seed) or "seconds" not in r:
             continue  # another run's row, or one that repeats another row's numbers
-        variants = dict(model_variants(run, methods, r["length"]))
+        variants = dict(model_variants(run, methods, r["length"], context))
         if r["scaling"] in variants:
             measured.setdefault((repr(variants[r["scaling"]]), r["length"]), {})[r["depth"]] = r
 
     def emit(row: dict, known: dict) -> None:  # the row with its depth's numbers, measured under its label or another's
         numbers = known[row["depth"]]
         on_row({**row, **{k: numbers[k] for k in ("value", "hits", "trials", "key_tokens")},
+                "context": numbers.get("context"),  # rows from before context methods have none
                 **({"seconds": numbers["seconds"]} if numbers["scaling"] == row["scaling"]
                    else {"same_as": numbers["scaling"]})})
 
     for length in lengths:
-        for label, scaling in model_variants(run, methods, length):
+        for label, scaling in model_variants(run, methods, length, context):
             rows = [{**base, "scaling": label, "length": length, "multiple": round(length / run.train_length, 4),
                      "depth": d, "value": None} for d in depths]
             rows = {r["depth"]: r for r in rows if row_key(r) not in done}
             known = measured.setdefault((repr(scaling), length), {})
             missing = [d for d in rows if d not in known]
             if missing:
-                model = load_model(run.path, scaling=scaling, device=device)
+                model = load_model(run.path, scaling=scaling, device=device, context=context)
                 limit = model.position.max_positions
                 if limit is not None and length > limit:
                     for r in rows.values():
@@ -196,7 +200,8 @@ def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[f
                               for (_, teacher), answer in zip(trials, prompts.answers)]
                     known[d] = {"scaling": label, "value": round(hits / len(trials), 4), "hits": hits,
                                 "trials": len(trials), "key_tokens": round(statistics.fmean(shares), 4),
-                                "seconds": round(time.perf_counter() - t0, 2)}
+                                "seconds": round(time.perf_counter() - t0, 2),
+                                "context": context_settings(model, context)}
                     t0 = time.perf_counter()
                     emit(rows[d], known)
             for d, r in rows.items():
@@ -307,9 +312,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help=f"where the key is stated, as shares of the filler in [0, 1] (default {DEFAULT_DEPTHS})")
     parser.add_argument("--trials", type=int, default=DEFAULT_TRIALS,
                         help=f"keys per length and depth (default {DEFAULT_TRIALS})")
-    parser.add_argument("--scaling", default="none,yarn",
+    parser.add_argument("--scaling", default=None,
                         help="static RoPE scalings for unscaled rope models, s = max(1, length / L) (default "
-                             "%(default)s)")
+                             "none,yarn; none with --context-method)")
+    parser.add_argument("--context-method", default="none", help=CONTEXT_HELP)
     parser.add_argument("--seed", type=int, default=0, help="seed of the keys (the same for every model)")
     parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
     parser.add_argument("--out", type=Path, default=Path("reports/passkey"))
@@ -321,7 +327,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     held = contextlib.ExitStack()  # --out's lock, from when the options are checked to the last write
 
     def work():
-        methods = parse_scalings(args.scaling)
+        context = parse_checked(args.context_method, "--context-method")
+        methods = parse_scalings(args.scaling or ("none,yarn" if context is None else "none"))
         dynamic = [m for m in methods if SCALINGS[m].dynamic]
         if dynamic:
             raise UserError(f"--scaling: eval.passkey takes static scalings; {', '.join(dynamic)} change with the "
@@ -339,6 +346,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         held.enter_context(hold(args.out, "eval.passkey"))
         runs = read_runs(args.runs)
         check_taken(runs, methods)
+        for run in runs:  # a method that does not apply to a run is refused before anything is measured (past L,
+            model_variants(run, methods, 2 * run.train_length, context)  # where every static scaling is its own)
         if args.resume:
             rows.extend(previous_rows(args.out / RESULTS, "eval.passkey", "depth"))
         previous = list(rows)
@@ -350,7 +359,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for run in tqdm(runs, unit="run", dynamic_ncols=True, disable=None):
             lengths = (parse_lengths(args.lengths) if args.lengths is not None else
                        sorted({round(m * run.train_length) for m in parse_multiples(args.multiples)}))
-            measure_run(run, methods, lengths, depths, args.seed, args.trials, device, previous, measured)
+            measure_run(run, methods, lengths, depths, args.seed, args.trials, device, previous, measured, context)
 
     with held:
         keep_finished(work, rows, args.out, lambda: write_report(rows, args.out))

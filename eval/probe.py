@@ -374,8 +374,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         held.enter_context(hold(args.out, "eval.probe"))  # one evaluation writes a folder at a time
         runs = read_runs(args.runs, data=args.data)
         check_taken(runs, methods)
-        for run in runs:  # a method that does not apply to a run is refused before anything is probed
-            model_variants(run, methods, run.train_length, context)
+        for run in runs:  # a method that does not apply to a run is refused before anything is probed (past L,
+            model_variants(run, methods, 2 * run.train_length, context)  # where every static scaling is its own)
         if args.resume:
             previous = previous_rows(args.out / "probes.json", "eval.probe", "probe")
             if any(r["probe"] == "passkey" and r["value"] is not None and "rank" not in r for r in previous):

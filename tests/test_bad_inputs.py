@@ -306,6 +306,13 @@ CASES = [
     ("passkey-depths-text", ["eval.passkey", "{run}", "--depths", "middle", "--out", "{tmp}/out"],
      "--depths must be shares of the filler in [0, 1], got 'middle'"),
     ("passkey-trials", ["eval.passkey", "{run}", "--trials", "0", "--out", "{tmp}/out"], "--trials must be >= 1, got 0"),
+    ("passkey-context-yarn", ["eval.passkey", "{run}", "--context-method", "logn", "--scaling", "yarn", "--out",
+                              "{tmp}/out"],
+     "context method 'logn' and the yarn RoPE scaling both sharpen attention on long inputs"),
+    ("probe-context-yarn", ["eval.probe", "{run}", "--context-method", "logn", "--scaling", "yarn", "--out",
+                            "{tmp}/out"], "context method 'logn' and the yarn RoPE scaling both sharpen attention"),
+    ("passkey-context-unknown", ["eval.passkey", "{run}", "--context-method", "landmark", "--out", "{tmp}/out"],
+     "--context-method: unknown context method 'landmark'"),
     ("passkey-short", ["eval.passkey", "{run}", "--lengths", "64", "--out", "{tmp}/out"],
      "a passkey prompt of 64 tokens leaves room for less than one filler repetition"),
     # hf:PATH, a transformers checkpoint, wherever a run directory is accepted (export/hf.py)

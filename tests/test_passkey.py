@@ -128,6 +128,22 @@ def test_the_command_writes_a_heat_map_per_scaling_and_resumes_cell_by_cell(tiny
     assert (out / "passkey.png").stat().st_size > 0
 
 
+@pytest.mark.parametrize("method", ["self-extend", "{type: sinks, sinks: 4, window: 32}"])
+def test_a_context_method_gives_a_run_and_its_export_the_same_cells(method, tiny_run, exported, tmp_path):
+    rows = passkey.main([str(tiny_run), exported, "--lengths", "256", "--depths", "0,1", "--trials", "3",
+                         "--context-method", method, "--device", "cpu", "--out", str(tmp_path)])
+    assert len(rows) == 4 and rows[0]["seed"] != rows[2]["seed"]  # the run's seed; an hf: checkpoint has 0
+    ours, theirs = {r["depth"]: r for r in rows[:2]}, {r["depth"]: r for r in rows[2:]}  # the run's, then the export's
+    assert sorted(ours) == sorted(theirs) == [0.0, 1.0]
+    for depth, r in ours.items():  # no scaling under a context method unless asked; the label names the method
+        assert r["scaling"] == theirs[depth]["scaling"] and r["scaling"].split(" (")[0] == r["context"]["type"]
+        assert r["context"] == theirs[depth]["context"]
+        assert (r["hits"], r["key_tokens"]) == (theirs[depth]["hits"], theirs[depth]["key_tokens"])
+    plain = passkey.main([str(tiny_run), "--lengths", "256", "--depths", "0", "--trials", "3", "--scaling", "none",
+                          "--device", "cpu", "--out", str(tmp_path), "--resume"])  # not taken for done
+    assert [r["scaling"] for r in plain[len(rows):]] == ["none"] and plain[-1]["context"] is None
+
+
 @pytest.mark.skipif(not (SMOLLM2 / "SOURCE.md").is_file(),
                     reason=f"SmolLM2 is not prepared in {SMOLLM2.relative_to(ROOT)} (make smollm2)")
 def test_smollm2_finds_the_key_inside_its_context(tmp_path):

@@ -5,7 +5,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "reports" / "smollm2"
-PPL = {(r["scaling"], r["length"]): r for r in json.loads((REPORT / "results.json").read_text())}
+ROWS = json.loads((REPORT / "results.json").read_text())
+PPL = {(r["scaling"], r["length"]): r for r in ROWS if not r["context"]}  # the RoPE scalings
+CONTEXT = {(r["scaling"], r["length"]): r for r in ROWS if r["context"]}  # the context methods, unscaled
 PASSKEY = {(r["scaling"], r["length"], r["depth"]): r for r in json.loads((REPORT / "passkey.json").read_text())}
 L = 8192
 
@@ -27,7 +29,7 @@ def ppl(scaling: str, length: int) -> str:
 
 
 def test_the_rows_are_smollm2_on_the_gutenberg_books():
-    rows = list(PPL.values())
+    rows = ROWS
     assert {r["run"] for r in rows} == {"SmolLM2-135M-Instruct-Q4_1"} and {r["train_length"] for r in rows} == {L}
     assert all(r["tokens"] == 32768 and r["windows"] == 32768 // r["length"] for r in rows)
     assert {r["keys"] for r in PASSKEY.values()} == {"5 digits"} and {r["trials"] for r in PASSKEY.values()} == {20}

@@ -309,8 +309,6 @@ CASES = [
     ("passkey-context-yarn", ["eval.passkey", "{run}", "--context-method", "logn", "--scaling", "yarn", "--out",
                               "{tmp}/out"],
      "context method 'logn' and the yarn RoPE scaling both sharpen attention on long inputs"),
-    ("probe-context-yarn", ["eval.probe", "{run}", "--context-method", "logn", "--scaling", "yarn", "--out",
-                            "{tmp}/out"], "context method 'logn' and the yarn RoPE scaling both sharpen attention"),
     ("passkey-context-unknown", ["eval.passkey", "{run}", "--context-method", "landmark", "--out", "{tmp}/out"],
      "--context-method: unknown context method 'landmark'"),
     ("passkey-short", ["eval.passkey", "{run}", "--lengths", "64", "--out", "{tmp}/out"],

@@ -19,9 +19,9 @@ cell costs the tokens after its key; each row is written as its depth is measure
 A model is a run directory or hf:PATH. Scalings are chosen as in eval.probe: an unscaled RoPE run gets each static
 method of --scaling with s = max(1, length / L) (s = 1 is plain RoPE: that row repeats plain RoPE's numbers and
 names it in same_as); a fine-tuned run its own. --context-method applies a training-free context method to every
-cell, as in eval.extrapolation (--scaling then defaults to none). Writes passkey.json (one row per model, scaling, length and depth,
-written as each is measured; --resume measures only the missing ones), passkey.md and passkey.png (a heat map per
-model and scaling, accuracy averaged over seeds).
+cell, as in eval.extrapolation (--scaling then defaults to none). Writes passkey.json (one row per model, scaling,
+length and depth, written as each is measured; --resume measures only the missing ones), passkey.md and passkey.png
+(a heat map per model and scaling, accuracy averaged over seeds).
 """
 from __future__ import annotations
 

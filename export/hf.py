@@ -49,7 +49,7 @@ import torch.nn.functional as F
 from safetensors import SafetensorError
 
 from config import ArgumentParser, ContextConfig, ModelConfig, PositionConfig, ScalingConfig, UserError, run_cli, to_dict
-from model.attention import SCORES, causal_mask, merged_attention
+from model.attention import SCORES, merged_attention
 from model.context import ContextMethod, build_context
 from model.positions import hiding_mask
 from model.rope import SCALINGS, is_dynamic, setting
@@ -363,22 +363,20 @@ def context_attention(module, query, key, value, attention_mask, scaling: float,
     factor = method.query_scale(q_pos)
     if factor is not None:  # log-n
         query = query * factor.to(query.dtype)[:, None]
-    if not method.changes_scores:
-        y = F.scaled_dot_product_attention(query, key, value, attn_mask=None if T == S else causal_mask(q_pos, k_pos),
-                                           is_causal=T == S, scale=scaling, enable_gqa=key.shape[1] != H)
+    if not method.maps_distances:  # log-n: plain attention, with the keys a method may hide masked
+        mask = None if T == S and not method.hides_keys else ~method.hidden(q_pos, k_pos)
+        y = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, is_causal=mask is None, scale=scaling,
+                                           enable_gqa=key.shape[1] != H)
         return y.transpose(1, 2), None
-    far = method.far(q_pos, k_pos[:1])  # far_q depends on the query alone, far_k on the key alone
-    far_query, far_key = query, key
-    if far is not None:
-        far_query = rotate_on(query, far[1] - q_pos, shown.inv_freq)
-        far_key = rotate_on(key, method.far(q_pos[:1], k_pos)[2] - k_pos, shown.inv_freq)
+    _, far_q, _ = method.far(q_pos, k_pos[:1])  # far_q depends on the query alone, far_k on the key alone
+    _, _, far_k = method.far(q_pos[:1], k_pos)
+    far_query, far_key = rotate_on(query, far_q - q_pos, shown.inv_freq), rotate_on(key, far_k - k_pos, shown.inv_freq)
     rows = max(1, SCORES // (B * H * S))  # the (T, S) masks of a long input are made a block of rows at a time
     out = []
     for a in range(0, T, rows):
         block = q_pos[a:a + rows]
-        use_far = method.far(block, k_pos)[0] if far is not None else torch.zeros(len(block), S, dtype=torch.bool, device=query.device)
         out.append(merged_attention(query[..., a:a + rows, :], key, far_query[..., a:a + rows, :], far_key, value,
-                                    use_far, hiding_mask(method.hidden(block, k_pos)), scaling))
+                                    method.far(block, k_pos)[0], hiding_mask(method.hidden(block, k_pos)), scaling))
     return torch.cat(out, dim=-2).transpose(1, 2), None
 
 

@@ -415,9 +415,10 @@ def parse_lengths(text: str) -> list[int]:
     return lengths
 
 
-def scalings_option(text: str | None, context: ContextConfig | None) -> str:
-    """--scaling as given, else every method (plan keeps those a model takes), or none under a context method."""
-    return text if text is not None else "none" if context is not None else ",".join(SCALINGS)
+def scalings_option(text: str | None, context: ContextConfig | None, default: str = ",".join(SCALINGS)) -> str:
+    """--scaling as given, else the command's default (every method: plan keeps those a model takes), or none
+    under a context method."""
+    return text if text is not None else "none" if context is not None else default
 
 
 def parse_scalings(text: str) -> list[str]:

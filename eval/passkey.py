@@ -42,7 +42,7 @@ from checkpoint import atomic_write_text, hold, load_model, load_tokenizer
 from config import ArgumentParser, ContextConfig, UserError
 from device import autocast, keep_freed_host_memory, pick_device
 from eval.extrapolation import (CONTEXT_HELP, Run, check_taken, context_settings, keep_finished, parse_lengths,
-                               parse_multiples, parse_scalings, previous_rows, read_runs)
+                               parse_multiples, parse_scalings, previous_rows, read_runs, scalings_option)
 from eval.plots import plt
 from eval.probe import key_words, model_variants
 from model.attention import KVCache
@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
     def work():
         context = parse_checked(args.context_method, "--context-method")
-        methods = parse_scalings(args.scaling or ("none,yarn" if context is None else "none"))
+        methods = parse_scalings(scalings_option(args.scaling, context, "none,yarn"))
         dynamic = [m for m in methods if SCALINGS[m].dynamic]
         if dynamic:
             raise UserError(f"--scaling: eval.passkey takes static scalings; {', '.join(dynamic)} change with the "

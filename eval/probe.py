@@ -49,7 +49,7 @@ from data import TokenData, Tokenizer
 from device import autocast, keep_freed_host_memory, pick_device
 from eval.extrapolation import (CONTEXT_HELP, DATA_HELP, TOKENS_PER_FORWARD, Run, check_data_option, check_taken,
                                context_settings, keep_finished, parse_multiples, parse_scalings, plan, previous_rows,
-                               read_runs, text_shards)
+                               read_runs, scalings_option, text_shards)
 from eval.plots import plt, style, ticker
 from model.context import parse_checked
 from model.rope import SCALINGS
@@ -359,7 +359,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     def work():
         context = parse_checked(args.context_method, "--context-method")
         multiples = parse_multiples(args.multiples) if args.multiples.strip() else []
-        methods = parse_scalings(args.scaling or ("none,linear,ntk,yarn" if context is None else "none"))
+        methods = parse_scalings(scalings_option(args.scaling, context, "none,linear,ntk,yarn"))
         passkey_multiples = parse_multiples(args.passkey_multiples, "--passkey-multiples")
         depths = parse_multiples(args.passkey_depths, "--passkey-depths")
         if depths[-1] > 1:

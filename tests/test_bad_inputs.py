@@ -260,6 +260,8 @@ CASES = [
     ("eval-split", EVAL + ["--split", "dev"], "--split: invalid choice: 'dev'"),
     ("probe-no-run", ["eval.probe", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
     ("probe-multiples", ["eval.probe", "{run}", "--multiples", "x"], "--multiples must be comma-separated numbers"),
+    ("probe-empty-scaling", ["eval.probe", "{run}", "--scaling", ""], "--scaling takes method names; unknown: ''"),
+    ("passkey-empty-scaling", ["eval.passkey", "{run}", "--scaling", ""], "--scaling takes method names; unknown: ''"),
     ("probe-span", ["eval.probe", "{run}", "--span", "1"], "--span must be >= 2"),
     ("probe-samples", ["eval.probe", "{run}", "--samples", "0"], "--samples must be >= 2"),
     ("probe-out-file", ["eval.probe", "{run}", "--out", "{file}"], "--out {file} is a file, not a folder"),

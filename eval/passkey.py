@@ -44,7 +44,7 @@ from device import autocast, keep_freed_host_memory, pick_device
 from eval.extrapolation import (CONTEXT_HELP, Run, check_taken, context_settings, keep_finished, parse_lengths,
                                parse_multiples, parse_scalings, previous_rows, read_runs, scalings_option)
 from eval.plots import plt
-from eval.probe import key_words, model_variants
+from eval.probe import check_variants, key_words, model_variants
 from model.attention import KVCache
 from model.context import parse_checked
 from model.rope import SCALINGS
@@ -346,8 +346,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         held.enter_context(hold(args.out, "eval.passkey"))
         runs = read_runs(args.runs)
         check_taken(runs, methods)
-        for run in runs:  # a method that does not apply to a run is refused before anything is measured (past L,
-            model_variants(run, methods, 2 * run.train_length, context)  # where every static scaling is its own)
+        check_variants(runs, methods, context)
         if args.resume:
             rows.extend(previous_rows(args.out / RESULTS, "eval.passkey", "depth"))
         previous = list(rows)

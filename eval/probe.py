@@ -68,6 +68,13 @@ def model_variants(run: Run, methods: list[str], length: int, context: ContextCo
     return [(m.label, m.scaling) for m in plan(run, static, [length], [], context)]
 
 
+def check_variants(runs: list[Run], methods: list[str], context: ContextConfig | None) -> None:
+    """Refuse, before anything is measured, a scaling or context method that does not apply to a run: checked
+    past L, where every static scaling is a model of its own."""
+    for run in runs:
+        model_variants(run, methods, 2 * run.train_length, context)
+
+
 class NoPasskey(ValueError):
     """A passkey prompt that cannot be built: a length shorter than the fact and the question, or a
     tokenizer that holds fewer than two candidate key words as single tokens."""
@@ -374,8 +381,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         held.enter_context(hold(args.out, "eval.probe"))  # one evaluation writes a folder at a time
         runs = read_runs(args.runs, data=args.data)
         check_taken(runs, methods)
-        for run in runs:  # a method that does not apply to a run is refused before anything is probed (past L,
-            model_variants(run, methods, 2 * run.train_length, context)  # where every static scaling is its own)
+        check_variants(runs, methods, context)
         if args.resume:
             previous = previous_rows(args.out / "probes.json", "eval.probe", "probe")
             if any(r["probe"] == "passkey" and r["value"] is not None and "rank" not in r for r in previous):

@@ -100,7 +100,7 @@ def test_at_16k_unscaled_finds_none_and_yarn_finds_the_middle_and_late_keys():
     unmeasured = [line for line in report.splitlines() if "not measured" in line]
     assert len(unmeasured) == 1 and unmeasured[0].startswith("| self-extend (group_size 8, window 2,048) | not measured "
                                                               "| not measured | 30.72")
-    for method in [m for m in CONTEXT_METHODS if m != "none"]:
+    for method in CONTEXT_METHODS:
         assert {n for (m, n) in CONTEXT if m == method} == {L, 2 * L, 4 * L}, method
     assert {(s, d) for (s, n, d) in PASSKEY if n == 2 * L} == {(s, d) for s in ("none", "yarn") for d in (0, 0.5, 1)}
     assert {(s, n) for s in ("none", "linear", "ntk", "dynamic", "yarn") for n in (L, 2 * L, 4 * L)} == set(PPL)

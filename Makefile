@@ -10,7 +10,7 @@ TORCH ?= torch==2.13.0
 MARKER := $(VENV)/.installed-$(shell printf '%s' '$(TORCH)' | md5sum | cut -c1-12)
 
 .PHONY: install demo test extrapolation extrapolation-tasks task-anchor task-context study-context study-eval study-probe study-passkey task-eval visualize clean \
-	smollm2 smollm2-report gpu-data gpu-cuda gpu-check gpu-tests-bench gpu-profile gpu-profile-modes gpu-bench-peer gpu-speed gpu-bench-biases gpu-study-budget gpu-study gpu-study-merge gpu-minimind
+	smollm2 smollm2-report gpu-data gpu-cuda gpu-check gpu-tests-bench gpu-profile gpu-profile-modes gpu-bench-peer gpu-speed gpu-bench-biases gpu-study-budget gpu-study-data gpu-study gpu-study-merge gpu-minimind
 
 $(MARKER): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -321,7 +321,11 @@ gpu-study: $(addprefix gpu-eval/,$(GPU_RUN_NAMES))
 	$(GPU_PY) -m eval.merge $(addprefix $(GPU_EVAL_DIR)/,$(GPU_RUN_NAMES)) --out $(GPU_REPORT)/seed$(SEED)
 	$(GPU_PY) -m eval.summary $(GPU_RUNS) --out $(GPU_REPORT)/seed$(SEED)/training.md
 
-gpu-run/%: gpu-check $$(if $$(filter $$*,$$(GPU_EXTENSIONS)),gpu-run/rope)
+# The shards are built once before the runs start side by side (a fresh machine has none).
+gpu-study-data: gpu-check
+	$(GPU_PY) -m data.prepare --config configs/study-gpu.yaml data.source=$(GPU_DATA)
+
+gpu-run/%: gpu-study-data $$(if $$(filter $$*,$$(GPU_EXTENSIONS)),gpu-run/rope)
 	$(GPU_PY) train.py --config $(gpu_config) run.out_dir=$(GPU_SEED_DIR) run.seed=$(SEED) run.name=$* \
 		data.source=$(GPU_DATA) $(GPU_ARGS) --resume
 

@@ -99,7 +99,7 @@ def prepare_shards(cfg: DataConfig, progress: bool = True, tokenizer=None) -> Pa
         (tmp / "done").write_text("")
         fsync_dir(tmp)
         try:
-            if out.exists():  # an old unfinished layout; finished ones returned above
+            if out.exists() and not (out / "done").exists():  # an old unfinished layout
                 shutil.rmtree(out)
             os.rename(tmp, out)
         except OSError:

@@ -1,6 +1,7 @@
 """data/: sources, tokenizer round trips, cached shards, batches and evaluation windows."""
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -111,6 +112,25 @@ def test_second_prepare_is_a_cache_hit_and_an_edit_is_not(corpus, prepared, monk
         assert path.parent / dataset_key(cfg) != path
     finally:
         edited.write_text(texts["book1.txt"], encoding="utf-8")
+
+
+def test_a_build_finished_first_by_another_process_is_kept(corpus, tmp_path, monkeypatch):
+    # make -j8 gpu-study: runs side by side may build the same key; the one that finishes second must not
+    # delete the finished folder the first is already reading, but use it
+    root, _ = corpus
+    cfg = DataConfig(source=str(root), vocab_size=VOCAB, cache_dir=str(tmp_path), val_fraction=0.2, test_fraction=0.2)
+    theirs = {}
+    real_fsync = shards.fsync_dir
+
+    def other_process_finishes_first(tmp):
+        real_fsync(tmp)
+        out = tmp.parent / tmp.name.split(".tmp-")[0]
+        shutil.copytree(tmp, out)
+        theirs["inode"] = (out / "train.bin").stat().st_ino
+
+    monkeypatch.setattr(shards, "fsync_dir", other_process_finishes_first)
+    path = prepare_shards(cfg, progress=False)
+    assert (path / "done").exists() and (path / "train.bin").stat().st_ino == theirs["inode"]
 
 
 def test_folder_with_split_subfolders_keeps_its_split(tmp_path):

@@ -225,7 +225,7 @@ smollm2-report: smollm2
 # The GPU report, in pieces that each fit one 10-minute command on one H100 and run with the GPU machine's
 # own Python (torch, transformers, sentencepiece ...: no install, no network, no datasets or wandb). The
 # corpus travels in the ignored folder .gpu-data: `make gpu-data` copies it there on this machine first.
-# README.md, "On a GPU", gives the order and what comes back.
+# reports/bench/README.md, "On a GPU: the pieces", gives the order and what comes back.
 GPU_PY ?= python3
 GPU_DATA ?= .gpu-data/gutenberg
 GPU_BENCH ?= reports/bench/gpu

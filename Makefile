@@ -260,8 +260,9 @@ gpu-profile: gpu-cuda
 
 # The profile under torch.compile's other modes (run.compile_mode): CUDA graphs against the idle gaps, then also
 # inductor's kernel search for the products (about 8 minutes).
+PROFILE_MODES ?= reduce-overhead max-autotune
 gpu-profile-modes: gpu-cuda
-	for mode in reduce-overhead max-autotune; do $(GPU_PY) -m eval.profile --config configs/gpt2-124m.yaml \
+	for mode in $(PROFILE_MODES); do $(GPU_PY) -m eval.profile --config configs/gpt2-124m.yaml \
 		run.compile_mode=$$mode --out $(GPU_BENCH)/modes/$$mode || exit 1; done
 
 # Our rope and alibi models' training rows, then rope against transformers' Llama of the same shape trained in

@@ -131,6 +131,7 @@ def test_a_build_finished_first_by_another_process_is_kept(corpus, tmp_path, mon
     monkeypatch.setattr(shards, "fsync_dir", other_process_finishes_first)
     path = prepare_shards(cfg, progress=False)
     assert (path / "done").exists() and (path / "train.bin").stat().st_ino == theirs["inode"]
+    assert not list(tmp_path.glob("*.tmp-*"))  # this process's own build is cleaned away
 
 
 def test_folder_with_split_subfolders_keeps_its_split(tmp_path):

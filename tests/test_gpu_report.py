@@ -152,10 +152,10 @@ def test_rope_degrades_more_slowly_than_sinusoidal_at_first():
     assert span([100 * (c[1] / c[0] - 1) for c in s], "{:.0f}") == "80-90"
     assert span([c[4] / c[0] for c in r]) == "3.57-4.06"
     assert [seed for seed, a, b in zip(SEEDS, r, s) if a[4] / a[0] > b[4] / b[0]] == [4]
-    assert f"{r[3][4]:.2f} {s[3][4]:.2f}" == "208.05 209.98"
+    assert f"{ppl('rope', X16, 4):.2f} {ppl('sinusoidal', X16, 4):.2f}" == "208.05 209.98"
 
 
-def test_rope_best_at_L_alibi_2_to_4_percent_behind():
+def test_rope_best_at_L_alibi_0_to_4_percent_behind():
     says("At L, RoPE is best in every seed and ALiBi 0.2-3.8% behind")
     for seed in SEEDS:
         at_l = {run: ppl(run, L, seed) for run in ("learned", "sinusoidal", "rope", "alibi", "nope")}
@@ -292,11 +292,13 @@ def test_throughputs_are_the_training_tables():
     assert (min(first), max(first)) == (322_079, 375_120)
     later = [throughput(s)[r] for s in (2, 3) for r in scratch]
     assert (min(later), max(later)) == (272_134, 299_632)
-    says("369 s, the shards built first", "the five runs from scratch at 296,654 to 302,695 tokens/s each, as in seeds 2 and 3")
+    says("369 s, the shards built first", "the five runs from scratch at 296,654 to 302,695 tokens/s each, 8-21% "
+         "below seed 1's as seeds 2 and 3 were (9-20%)")
     fourth = [throughput(4)[r] for r in scratch]
     assert (min(fourth), max(fourth)) == (296_654, 302_695)
-    slower = [100 * (1 - throughput(s)[r] / throughput(1)[r]) for s in (2, 3) for r in scratch]
-    assert span(slower, "{:.0f}") == "9-20"
+    def slower(seeds):
+        return span([100 * (1 - throughput(s)[r] / throughput(1)[r]) for s in seeds for r in scratch], "{:.0f}")
+    assert slower((2, 3)) == "9-20" and slower((4,)) == "8-21"
 
 
 # --- README.md --------------------------------------------------------------------------------------

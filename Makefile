@@ -109,9 +109,8 @@ EVAL_RESUME := $(if $(RESUME),--resume)
 
 # The long-range task track: encodings and RoPE's 4x fine-tunes trained on data/tasks.py's tasks
 # (configs/tasks.yaml, L = 128), evaluated by eval.tasks at 1x-16x L with RoPE's scalings. A run of the recipe
-# costs about 31 CPU-core minutes (8,000 steps, two at a time), so the track trains the encodings its questions
-# need, RoPE, ALiBi and NoPE (the recipe's three), and RoPE's 4x fine-tunes; TASK_ENCODINGS="rope alibi nope t5"
-# adds T5 (trained on seeds 6-8: 38 minutes a run, reports/tasks/README.md).
+# costs about 30 CPU-core minutes (12,000 steps, one thread, two at a time), so the track trains the encodings its
+# questions need, RoPE, ALiBi and NoPE, and RoPE's 4x fine-tunes; TASK_ENCODINGS="rope alibi nope t5" adds T5.
 TASK_ENCODINGS ?= rope alibi nope
 TASK_RUNS ?= $(TASK_ENCODINGS) $(EXTENSIONS)
 extrapolation-tasks:

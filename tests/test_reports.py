@@ -808,14 +808,14 @@ def test_row_14_holds_on_its_tuning_seed_and_not_on_seed_1():
     assert any(final(18)[t] < 0.9 for t in INDUCTION) and any(final(19)[t] < 0.9 for t in INDUCTION)
 
 
-def test_the_committed_recipe_is_three_layers_of_four_heads_recall_three_times_8000_steps():
-    says(TASKS_PAGE, "d 64, 3 layers of 4 heads (16 dimensions each, no grouped KV), L = 128, a mix of the five tasks with "
+def test_the_committed_recipe_is_four_layers_of_four_heads_recall_three_times_12000_steps():
+    says(TASKS_PAGE, "d 64, 4 layers of 4 heads (16 dimensions each, no grouped KV), L = 128, a mix of the five tasks with "
                      "`recall` drawn three times as often as each other (`data.source: tasks:copy,recall*3,passkey,recall1,"
-                     "passkey1`), 8,000 steps of 32 sequences, lr 3e-3 with warmup 100 and a cosine decay to 3e-4")
+                     "passkey1`), 12,000 steps of 32 sequences, lr 3e-3 with warmup 100 and a cosine decay to 3e-4")
     cfg = load_config(Config, ROOT / "configs" / "tasks.yaml")
     m, t = cfg.model, cfg.train
-    assert (m.d_model, m.n_layers, m.n_heads, m.n_kv_heads, m.max_seq_len) == (64, 3, 4, 4, 128)
-    assert (t.max_steps, t.decay_steps, t.batch_size, t.lr, t.min_lr, t.warmup_steps) == (8000, None, 32, 3e-3, 3e-4, 100)
+    assert (m.d_model, m.n_layers, m.n_heads, m.n_kv_heads, m.max_seq_len) == (64, 4, 4, 4, 128)
+    assert (t.max_steps, t.decay_steps, t.batch_size, t.lr, t.min_lr, t.warmup_steps) == (12000, None, 32, 3e-3, 3e-4, 100)
     assert cfg.data.source == "tasks:copy,recall*3,passkey,recall1,passkey1"
     extend = load_config(Config, ROOT / "configs" / "extend-4x-tasks.yaml")
     assert extend.data.source == cfg.data.source
@@ -896,7 +896,7 @@ def test_twelve_thousand_steps_carry_alibi_on_seed_10_and_not_nope():
                      "step 7,250",
          "NoPE on seed 7 reached `copy` 77% and `recall` 32% (row 49; 67% and 38% with 8,000 steps), its `recall` "
          "between 28% and 38% over the last 4,000 steps",
-         "NoPE learned `copy` and `recall` under no recipe here (rows 13, 16, 17, 23, 25, 42, 45, 49).")
+         "NoPE learned `copy` and `recall` in no run of this search (rows 13, 16, 17, 23, 25, 42, 45, 49).")
     table = recipe_table()
     assert [table[r]["log"] for r in (49, 50)] == ["l4-12k-nope-s7", "l4-12k-alibi-s10"]
     assert all(table[r]["step"] == "12000" for r in (49, 50))
@@ -965,13 +965,28 @@ def pct(x: float) -> str:
     return f"{100 * x:.0f}"
 
 
+def withdrawn_track(commit: str) -> dict[tuple[str, int, str], bool]:
+    """eval.tasks' learned-at-L of the track's results as committed at `commit` (withdrawn since; read from git)."""
+    import gzip
+    import subprocess
+    from eval.tasks import learned
+    shown = subprocess.run(["git", "show", f"{commit}:reports/tasks/results.json.gz"], cwd=ROOT, capture_output=True)
+    if shown.returncode:
+        pytest.skip(f"commit {commit} is not in this clone's history (a shallow clone?)")
+    return learned(json.loads(gzip.decompress(shown.stdout)))
+
+
 def test_nope_learned_no_induction_task_under_any_recipe():
     says(TASKS_PAGE, "NoPE learned no induction task under any recipe tried (rows 13, 16, 17, 23, 25, 42: two or three "
                      "layers, two or four heads, up to 8,000 steps)",
-         "of the track's seeds below, seeds 7, 9 and 10 learned `passkey`, and none `copy` or `recall`, so at this scale the track "
-         "has nothing to say about NoPE past L on those two")
+         "The track's former seeds 6-10 were trained with it; in each ALiBi missed a task and NoPE `copy` and `recall`, and "
+         "their results are withdrawn with the recipe (they remain in the git history: reports/tasks at commit 63f85c4)")
     assert never_learned((13, 16, 17, 23, 25, 42), INDUCTION)
-    assert [learned_at_L("nope", s) & set(INDUCTION) for s in TRACK_SEEDS] == [set(), {"passkey"}, set(), {"passkey"}, {"passkey"}]
+    former = withdrawn_track("63f85c4")
+    assert {s for _, s, _ in former} == {6, 7, 8, 9, 10}
+    for seed in (6, 7, 8, 9, 10):
+        assert sum(not former[("alibi", seed, t)] for t in TASK_NAMES) == 1
+        assert not former[("nope", seed, "copy")] and not former[("nope", seed, "recall")]
     assert all("nope" in recipe_table()[r]["log"] for r in (13, 16, 17, 23, 25, 42))
 
 
@@ -1005,8 +1020,8 @@ def test_8000_steps_carry_alibi_through_all_five():
 
 
 
-def test_status_of_the_committed_recipe():
-    says(TASKS_PAGE, "Of the five RoPE and ALiBi runs of the committed recipe in this search, four learned all five tasks at "
+def test_status_of_the_three_layer_recipe():
+    says(TASKS_PAGE, "Of the five RoPE and ALiBi runs of it in this search, four learned all five tasks at "
                      "L: ALiBi on "
                      "seeds 5, 6 and 8 and RoPE on seed 6 (rows 38-40, 43; seed 8's `recall` reached 92% only at the last "
                      "step, from 57% at step 7,750). ALiBi on seed 7, never used before, did not: its `recall1` reached "
@@ -1037,6 +1052,23 @@ def test_status_of_the_committed_recipe():
     assert [pct(nope[t]) for t in INDUCTION] == ["32", "16", "67"] and never_learned((42,), INDUCTION)
 
 
+def test_a_fourth_layer_carries_alibi_on_seeds_7_and_9_not_10_and_not_nope():
+    says(TASKS_PAGE, "With four layers ALiBi learned all five tasks on seeds 7 and 9, from step 4,000 and 4,500 on "
+                     "(rows 44 and 46), where three layers had left `recall1` unlearned in the former track",
+         "it learned `recall` and left `recall1` at 67% (row 47)",
+         "learned `passkey` (95%) and both single-hop tasks, not `copy` (67%) or `recall` (38%; row 45)", "ALiBi missed a task on one seed of three, NoPE two tasks on its one seed.")
+    table = recipe_table()
+    assert [table[r]["log"] for r in (44, 45, 46, 47)] == ["l4-alibi-s7", "l4-nope-s7", "l4-alibi-s9", "l4-alibi-s10"]
+    assert [learned_from("l4-alibi-s7"), learned_from("l4-alibi-s9")] == [4000, 4500]
+    says(TASKS_PAGE, "RoPE on seed 7 learned all five with it, from step 3,500 on (row 48).")
+    assert table[48]["log"] == "l4-rope-s7" and learned_from("l4-rope-s7") == 3500
+    assert first_learned("l4-alibi-s10", "recall1") is None
+    assert first_learned("l4-nope-s7", "copy") is None and first_learned("l4-nope-s7", "recall") is None
+    assert pct(final(47)["recall1"]) == "67" and all(final(47)[t] >= 0.9 for t in TASK_NAMES if t != "recall1")
+    assert [pct(final(45)[t]) for t in ("copy", "recall", "passkey")] == ["67", "38", "95"]
+    assert all(final(45)[t] >= 0.9 for t in SINGLE_HOP + ("passkey",))
+
+
 # --- the track's seeds (reports/tasks/results.json.gz, training.json) -----------------------------------
 
 def track_results():
@@ -1046,28 +1078,20 @@ def track_results():
 
 
 TRACK_ROWS, TRACK_POOLED = track_results()
-TRACK_SEEDS = (6, 7, 8, 9, 10)
+TRACK_SEEDS = (11, 12, 13, 14, 15)
 TRAINING = json.loads((TASK_REPORT / "training.json").read_text())
-AT_L = {"rope": ("none", L), "alibi": ("none", L), "nope": ("none", L), "t5": ("none", L),
+AT_L = {"rope": ("none", L), "alibi": ("none", L), "nope": ("none", L),
         "rope-pi": ("linear (fine-tuned)", X4), "rope-yarn": ("yarn (fine-tuned)", X4),
         "rope-continued": ("none (fine-tuned)", X4)}
 SCALED = {m: f"{m} (s = length/L)" for m in ("linear", "ntk", "yarn")} | {"dynamic": "dynamic (s = T/L, cached)"}
 
 
-T5_SEEDS = (6, 7, 8)  # T5 is not in the Makefile's default TASK_ENCODINGS (the budget): trained on these seeds
-
-
-def track_runs(seed: int) -> set[str]:
-    """The runs of a seed: RoPE, ALiBi, NoPE and RoPE's fine-tunes, and T5 on T5_SEEDS."""
-    return set(AT_L) - ({"t5"} if seed not in T5_SEEDS else set())
-
-
-def task_acc(run: str, task: str, length: int, label: str = "none", seed: int = 6) -> float:
+def task_acc(run: str, task: str, length: int, label: str = "none", seed: int = 11) -> float:
     """A run's accuracy on a task at a length, pooled over the distance bands (results.md's by-length cell)."""
     return TRACK_POOLED[(run, seed, task, label, length)]
 
 
-def band_acc(run: str, task: str, label: str = "none", length: int = X16, seed: int = 6) -> list[float]:
+def band_acc(run: str, task: str, label: str = "none", length: int = X16, seed: int = 11) -> list[float]:
     """The accuracy in each distance band at a length, nearest the question first (results.md's by-distance row)."""
     from eval.results import curve_label
     rows = sorted((r for r in TRACK_ROWS if (r["run"], r["seed"], r["task"], r["length"]) == (run, seed, task, length)
@@ -1075,37 +1099,10 @@ def band_acc(run: str, task: str, label: str = "none", length: int = X16, seed: 
     return [r["accuracy"] for r in rows]
 
 
-def learned_at_L(run: str, seed: int = 6) -> set[str]:
+def learned_at_L(run: str, seed: int = 11) -> set[str]:
     """The tasks a run learned by eval.tasks' own rule (results.md's †), not a copy of it."""
     from eval.tasks import learned
     return {t for (r, s, t), ok in learned(TRACK_ROWS).items() if (r, s) == (run, seed) and ok}
-
-
-def test_the_track_is_every_run_of_every_seed_at_every_length_and_band():
-    from eval.results import curve_label
-    assert {r["seed"] for r in TRACK_ROWS} == set(TRACK_SEEDS)
-    for seed in TRACK_SEEDS:
-        rows = [r for r in TRACK_ROWS if r["seed"] == seed]
-        assert {r["run"] for r in rows} == track_runs(seed)
-        assert {curve_label(r) for r in rows if r["run"] == "rope"} == {"none", *SCALED.values()}
-        for run, label in [(r, AT_L[r][0]) for r in track_runs(seed)] + [("rope", s) for s in SCALED.values()]:
-            for task in TASK_NAMES:
-                cells = {(r["length"], r["distance"]) for r in rows
-                         if (r["run"], r["task"]) == (run, task) and curve_label(r) == label}
-                assert {n for n, _ in cells} == {L, X2, X4, X8, X16}, (run, label, task)
-                assert len(cells) == 1 + 2 + 3 + 4 + 5, (run, label, task)  # (0, L], then doubling bands to n
-    assert {(r["run"], r["seed"]) for r in TRAINING} == {(run, s) for s in TRACK_SEEDS for run in track_runs(s)
-                                                         if AT_L[run][1] == L}  # fine-tunes have no curves
-
-
-def test_the_table_at_L_is_the_results():
-    text = (TASK_REPORT / "README.md").read_text()
-    for seed in TRACK_SEEDS:
-        for run in sorted(track_runs(seed), key=list(AT_L).index):
-            label, n = AT_L[run]
-            accuracy = [task_acc(run, t, n, label, seed) for t in TASK_NAMES]
-            cells = [pct(a) + (" †" if a < 0.9 else "") for a in accuracy]
-            assert f"| {run} | {seed} | " + " | ".join(cells) + " |" in text, (run, seed)
 
 
 def per_seed(values) -> str:
@@ -1114,123 +1111,149 @@ def per_seed(values) -> str:
     return values[0] if len(values) == 1 else ", ".join(values[:-1]) + " and " + values[-1]
 
 
-def test_what_each_encoding_learned():
-    says(TASKS_PAGE, "RoPE learned all five tasks at L in every seed. ALiBi learned four: all but `recall1` on seeds 6, "
-                     f"7 and 9 ({per_seed([pct(task_acc('alibi', 'recall1', L, seed=s)) for s in (6, 7, 9)])}), all but `copy` "
-                     f"on seed 8 ({pct(task_acc('alibi', 'copy', L, seed=8))}%, where its validation during training gave "
-                     f"{pct(final_validation('alibi', 8)['copy'])}%), all but `recall` on seed 10 "
-                     f"({pct(task_acc('alibi', 'recall', L, seed=10))}%; in validation {pct(validation('alibi', 10, 5000)['recall'])}% at "
-                     f"step 5,000 and {pct(final_validation('alibi', 10)['recall'])}% at step 8,000, as ALiBi's `recall` on seed 5 before it was "
-                     f"drawn three times as often, row 33). NoPE learned the single-hop ones and, on seeds 7, 9 and 10, `passkey`",
-         "T5 learned all five on seeds 7 and 8, and all but `copy` and `recall` on seed 6 "
-         f"({pct(task_acc('t5', 'copy', L))}% and {pct(task_acc('t5', 'recall', L))}%)")
-    assert [set(TASK_NAMES) - learned_at_L("alibi", s) for s in TRACK_SEEDS] == [{"recall1"}, {"recall1"}, {"copy"}, {"recall1"},
-                                                                                     {"recall"}]
+def acc_span(values) -> str:
+    """'4-18%': the least and the most of some accuracies, as the report rounds them."""
+    ints = sorted(int(pct(v)) for v in values)
+    return f"{ints[0]}-{ints[-1]}%"
+
+
+def test_the_track_is_every_run_of_every_seed_at_every_length_and_band():
+    from eval.results import curve_label
+    assert {r["seed"] for r in TRACK_ROWS} == set(TRACK_SEEDS)
     for seed in TRACK_SEEDS:
-        assert learned_at_L("rope", seed) == set(TASK_NAMES)
-    assert [learned_at_L("nope", s) for s in TRACK_SEEDS] == [set(SINGLE_HOP), {*SINGLE_HOP, "passkey"}, set(SINGLE_HOP),
-                                                             {*SINGLE_HOP, "passkey"}, {*SINGLE_HOP, "passkey"}]
-    assert [learned_at_L("t5", s) for s in T5_SEEDS] == [set(TASK_NAMES) - {"copy", "recall"}, set(TASK_NAMES),
-                                                          set(TASK_NAMES)]
-    says(TASKS_PAGE, "So over five seeds the recipe meets the track's bar, all five tasks at L, for RoPE alone: ALiBi "
-                     "missed one task in every seed, not always the same one, and NoPE `copy` and `recall` in every seed.")
-    missed = [set(TASK_NAMES) - learned_at_L("alibi", s) for s in TRACK_SEEDS]
-    assert len(TRACK_SEEDS) == 5 and all(len(m) == 1 for m in missed) and len({*map(frozenset, missed)}) > 1
-    assert all({"copy", "recall"} <= set(TASK_NAMES) - learned_at_L("nope", s) for s in TRACK_SEEDS)
-    assert final(33)["recall"] < 0.9 and "alibi" in recipe_table()[33]["log"]
-    says(README, "RoPE learned all five tasks at L in every seed, ALiBi four (not `recall1` on 6, 7 and 9, `copy` on 8, "
-                 "`recall` on 10), NoPE the single-hop ones (and `passkey` on 7, 9 and 10), T5 all five on 7 and 8 (of 6-8).")
-    assert [s for s in T5_SEEDS if learned_at_L("t5", s) == set(TASK_NAMES)] == [7, 8]
+        rows = [r for r in TRACK_ROWS if r["seed"] == seed]
+        assert {r["run"] for r in rows} == set(AT_L)
+        assert {curve_label(r) for r in rows if r["run"] == "rope"} == {"none", *SCALED.values()}
+        for run, label in [(r, AT_L[r][0]) for r in AT_L] + [("rope", s) for s in SCALED.values()]:
+            for task in TASK_NAMES:
+                cells = {(r["length"], r["distance"]) for r in rows
+                         if (r["run"], r["task"]) == (run, task) and curve_label(r) == label}
+                assert {n for n, _ in cells} == {L, X2, X4, X8, X16}, (run, label, task)
+                assert len(cells) == 1 + 2 + 3 + 4 + 5, (run, label, task)  # (0, L], then doubling bands to n
+    assert {(r["run"], r["seed"]) for r in TRAINING} == {(run, s) for s in TRACK_SEEDS for run in AT_L
+                                                         if AT_L[run][1] == L}  # fine-tunes have no curves
 
 
-def validation(run: str, seed: int, step: int) -> dict[str, float]:
-    """A run's validation accuracy by task at a step (training.json, from metrics.jsonl)."""
-    return {r["task"]: r["accuracy"] for r in TRAINING if (r["run"], r["seed"], r["step"]) == (run, seed, step)}
+def test_the_tracks_rope_and_alibi_runs_are_rows_51_to_60():
+    says(TASKS_PAGE, "the track's seeds 11-15 below are trained with it, their RoPE and ALiBi runs those of rows 51-60")
+    for seed in TRACK_SEEDS:
+        for run in ("rope", "alibi"):
+            log = recipe_log(f"l4-12k-{run}-s{seed}")
+            curve = {}
+            for r in TRAINING:
+                if (r["run"], r["seed"]) == (run, seed):
+                    curve.setdefault(r["step"], {})[r["task"]] = r["accuracy"]
+            assert curve == log, (run, seed)  # every validation of the run, equal to the search's log
 
 
-def final_validation(run: str, seed: int) -> dict[str, float]:
-    """A run's validation accuracy by task at its last step."""
-    return validation(run, seed, max(r["step"] for r in TRAINING if (r["run"], r["seed"]) == (run, seed)))
+def test_the_table_at_L_is_the_results():
+    text = (TASK_REPORT / "README.md").read_text()
+    for seed in TRACK_SEEDS:
+        for run in AT_L:
+            label, n = AT_L[run]
+            accuracy = [task_acc(run, t, n, label, seed) for t in TASK_NAMES]
+            cells = [pct(a) + (" †" if a < 0.9 else "") for a in accuracy]
+            assert f"| {run} | {seed} | " + " | ".join(cells) + " |" in text, (run, seed)
 
 
-def test_the_same_seed_learned_differently_in_the_search():
-    says(TASKS_PAGE, "ALiBi on seed 6 learned all five tasks in row 39; in the track it left `recall1` at 33% at step "
-                     "8,000 (its curve sits at 20-36% from step 250 on)",
-         "(step 250: RoPE's `copy` 10% here, 7% in row 40)",
-         "with seeds 7 to 10, ALiBi has missed `recall1` in four of the recipe's nine ALiBi runs (rows 41 and the "
-         "track's seeds 6, 7 and 9; rows 38, 39 and 43 and the track's seeds 8 and 10 learned it), and some task in six.")
-    table = recipe_table()
-    assert table[39]["log"] == "recall3-8k-alibi-s6" and all(v >= 0.9 for v in final(39).values())
-    curve = {r["step"]: r["accuracy"] for r in TRAINING if (r["run"], r["seed"], r["task"]) == ("alibi", 6, "recall1")}
-    assert pct(curve[8000]) == "33" and min(curve) == 250
-    assert [pct(min(curve.values())), pct(max(curve.values()))] == ["20", "36"]
-    copy_at_250 = next(r["accuracy"] for r in TRAINING if (r["run"], r["seed"], r["task"], r["step"]) == ("rope", 6, "copy", 250))
-    assert [pct(copy_at_250), pct(recipe_log("recall3-8k-rope-s6")[250]["copy"])] == ["10", "7"]
-    assert table[40]["log"] == "recall3-8k-rope-s6"
-    missed = {r: final(r)["recall1"] < 0.9 for r in (38, 39, 41, 43)}
-    assert missed == {38: False, 39: False, 41: True, 43: False} and all("alibi" in table[r]["log"] for r in missed)
-    assert [("recall1" in learned_at_L("alibi", s)) for s in TRACK_SEEDS] == [False, False, True, False, True]
-    missed_any = [r for r in (38, 39, 41, 43) if min(final(r).values()) < 0.9]
-    missed_any += [s for s in TRACK_SEEDS if learned_at_L("alibi", s) != set(TASK_NAMES)]
-    assert len(missed_any) == 6
+def test_what_each_encoding_learned():
+    recall = [task_acc("nope", "recall", L, seed=s) for s in TRACK_SEEDS]
+    says(TASKS_PAGE, "RoPE and ALiBi learned all five tasks at L in every seed, NoPE all but `recall` in every seed "
+                     f"({acc_span(recall)})")
+    for seed in TRACK_SEEDS:
+        assert learned_at_L("rope", seed) == learned_at_L("alibi", seed) == set(TASK_NAMES)
+        assert learned_at_L("nope", seed) == set(TASK_NAMES) - {"recall"}
+    says(README, "RoPE and ALiBi learned all five tasks at L in every seed, NoPE all but `recall` "
+                 f"({acc_span(recall)}; it forms no induction head for it)")
+
+
+def validation_curve(run: str, seed: int, task: str) -> dict[int, float]:
+    """A run's validation accuracy on a task by step (training.json, from metrics.jsonl)."""
+    return {r["step"]: r["accuracy"] for r in TRAINING if (r["run"], r["seed"], r["task"]) == (run, seed, task)}
+
+
+def test_nope_does_not_learn_recall_under_any_recipe_tried():
+    late = [a for s in TRACK_SEEDS for step, a in validation_curve("nope", s, "recall").items() if step > 8000]
+    copy_from = []
+    for s in TRACK_SEEDS:
+        steps = sorted(validation_curve("nope", s, "copy").items())
+        copy_from.append(next(step for i, (step, _) in enumerate(steps) if all(a >= 0.9 for _, a in steps[i:])))
+    says(TASKS_PAGE, f"between {pct(min(late))}% and {pct(max(late))}% over the last 4,000 steps of every seed",
+         "as in every NoPE run of the search (rows 13, 16, 17, 23, 25, 42, 45, 49: two to four layers, two or four heads, "
+         "3,000 to 12,000 steps)",
+         f"NoPE learned `copy` only late, from step {min(copy_from):,} to {max(copy_from):,} (row 49's 12,000 steps on seed 7 "
+         f"left it at {pct(final(49)['copy'])}%)")
+    assert max(late) < 0.5 and never_learned((13, 16, 17, 23, 25, 42, 45, 49), ("recall",))
+    assert all("nope" in recipe_table()[r]["log"] for r in (13, 16, 17, 23, 25, 42, 45, 49))
+    assert min(copy_from) > 6000
 
 
 def test_rope_fails_past_L_at_trained_distances_too():
-    says(TASKS_PAGE, "At 16x L its `copy`, `recall` and `passkey` are at 24% or less in every seed",
-         "are copied 100% at L and " + per_seed([pct(band_acc("rope", "copy", length=X4, seed=s)[0]) for s in TRACK_SEEDS])
-         + " in a sequence of 4x L (seeds 6 to 10)")
-    assert max(task_acc("rope", t, X16, seed=s) for t in INDUCTION for s in TRACK_SEEDS) >= 0.235
+    worst = max(task_acc("rope", t, X16, seed=s) for t in INDUCTION for s in TRACK_SEEDS)
+    near = [band_acc("rope", "copy", length=X4, seed=s)[0] for s in TRACK_SEEDS]
+    says(TASKS_PAGE, f"At 16x L its `copy`, `recall` and `passkey` are at {pct(worst)}% or less in every seed",
+         "are copied 100% at L and " + per_seed([pct(v) for v in near]) + " in a sequence of 4x L (seeds 11 to 15)")
     for seed in TRACK_SEEDS:
-        assert max(task_acc("rope", t, X16, seed=seed) for t in INDUCTION) < 0.245
         assert pct(band_acc("rope", "copy", length=L, seed=seed)[0]) == "100"
-        assert band_acc("rope", "copy", length=X4, seed=seed)[0] < 0.4  # distances up to L only: seen in training
+    assert max(near) < 0.5  # distances up to L only: seen in training
+    at_2x = {s: task_acc("rope", "copy", X2, seed=s) for s in TRACK_SEEDS}
+    says(TASKS_PAGE, f"Seed 15 holds longest: `copy` {pct(at_2x[15])}% at 2x L, where the others fall to "
+                     + acc_span([at_2x[s] for s in TRACK_SEEDS if s != 15]))
+    assert max(at_2x, key=at_2x.get) == 15 and max(near) == near[TRACK_SEEDS.index(15)]
 
 
 def test_training_free_yarn_carries_rope_to_16x():
     yarn = SCALED["yarn"]
-    at_16x = {s: [pct(task_acc("rope", t, X16, yarn, s)) for t in TASK_NAMES] for s in TRACK_SEEDS}
-    says(TASKS_PAGE, "63% or more on every task at 2,048 tokens in every seed (seed 6: `copy` 78%, `recall` 85%, "
-                     "`passkey` 79%; seed 9: 78%, 63%, 75%; seeds 7, 8 and 10: 96-100%)",
-         "Seeds 6-8 had all been at 78% or more; seed 9, never used before, was the one more seed run to check that, and "
-         "it did not hold. PI (linear, s = length/L) falls to "
+    at_16x = [task_acc("rope", t, X16, yarn, s) for t in TASK_NAMES for s in TRACK_SEEDS]
+    says(TASKS_PAGE, f"{pct(min(at_16x))}% or more on every task at 2,048 tokens in every seed (seed 15 100% on every "
+                     "task)",
+         "PI (linear, s = length/L) falls to "
          + per_seed([pct(task_acc("rope", "copy", X2, SCALED["linear"], s)) for s in TRACK_SEEDS])
-         + " on `copy` at 2x already, and NTK and dynamic NTK to 20% or less on `copy` at 16x")
-    assert at_16x[6][:3] == ["78", "85", "79"] and at_16x[9][:3] == ["78", "63", "75"]
-    assert min(int(v) for s in (6, 9) for v in at_16x[s]) == 63
-    assert min(int(v) for s in (6, 7, 8) for v in at_16x[s]) == 78
-    later = [int(v) for s in (7, 8, 10) for v in at_16x[s]]
-    assert [min(later), max(later)] == [96, 100]
-    assert max(int(pct(task_acc("rope", "copy", X16, SCALED[m], s))) for m in ("ntk", "dynamic") for s in TRACK_SEEDS) == 20
-    assert min(int(v) for s in TRACK_SEEDS if s != 9 for v in at_16x[s]) == 78
-    says(README, "At 16x L training-free YaRN keeps RoPE at 63% or more on every task in every seed (78% on all but seed 9), "
-                 "where unscaled RoPE falls to 24% or less on `copy`, `recall` and `passkey`; ALiBi keeps `copy` at 64-85%")
-    # the unscaled and ALiBi halves are test_rope_fails_past_L_at_trained_distances_too's and test_alibi_reads_back...
+         + " on `copy` at 2x already, and NTK and dynamic NTK to "
+         + f"{pct(max(task_acc('rope', 'copy', X16, SCALED[m], s) for m in ('ntk', 'dynamic') for s in TRACK_SEEDS))}% "
+         "or less on `copy` at 16x")
+    assert all(pct(task_acc("rope", t, X16, yarn, 15)) == "100" for t in TASK_NAMES)
+    unscaled = max(task_acc("rope", t, X16, seed=s) for t in INDUCTION for s in TRACK_SEEDS)
+    copy = {run: acc_span([task_acc(run, "copy", X16, seed=s) for s in TRACK_SEEDS]) for run in ("alibi", "nope")}
+    says(README, f"At 16x L training-free YaRN keeps RoPE at {pct(min(at_16x))}% or more on every task in every seed, where "
+                 f"unscaled RoPE falls to {pct(unscaled)}% or less on `copy`, `recall` and `passkey`; ALiBi keeps `copy` at "
+                 f"{copy['alibi']}, NoPE at {copy['nope']}.")
 
 
 def test_alibi_reads_back_farther_than_trained_then_fades():
-    says(TASKS_PAGE, "`copy` at 2x L within 3 points of its value at L or above it, at 4x L within 6, 64-85% at 16x in "
-                     "every seed, and 8-43% for the facts 1,024-2,048 tokens back")
-    at_16x = sorted(int(pct(task_acc("alibi", "copy", X16, seed=s))) for s in TRACK_SEEDS)
-    far = sorted(int(pct(band_acc("alibi", "copy", seed=s)[-1])) for s in TRACK_SEEDS)
-    assert [at_16x[0], at_16x[-1], far[0], far[-1]] == [64, 85, 8, 43]
     drop = {n: max(task_acc("alibi", "copy", L, seed=s) - task_acc("alibi", "copy", n, seed=s) for s in TRACK_SEEDS)
             for n in (X2, X4)}
-    assert drop[X2] <= 0.03 and 0.03 < drop[X4] <= 0.06
+    at_16x = [task_acc("alibi", "copy", X16, seed=s) for s in TRACK_SEEDS]
+    far = [band_acc("alibi", "copy", seed=s)[-1] for s in TRACK_SEEDS]
+    says(TASKS_PAGE, "`copy` at 2x L at or above its value at L in every seed, at 4x L within "
+                     f"{math.ceil(round(100 * drop[X4], 6))} points of it or above it, {acc_span(at_16x)} at 16x, and {acc_span(far)} "
+                     "for the facts 1,024-2,048 tokens back")
+    assert drop[X2] <= 0 < drop[X4]
+
+
+def test_nope_past_L():
+    copy = {n: [task_acc("nope", "copy", n, seed=s) for s in TRACK_SEEDS] for n in (L, X2, X4, X16)}
+    near, far = ([band_acc("nope", "copy", length=X2, seed=s)[i] for s in TRACK_SEEDS] for i in (0, 1))
+    says(TASKS_PAGE, "`copy` at 2x L " + per_seed([pct(v) for v in copy[X2]]) + " (seeds 11 to 15), "
+                     + per_seed([pct(v) for v in near]) + " of the facts within L of the question and "
+                     + per_seed([pct(v) for v in far]) + f" of those L to 2L back; at 4x L {acc_span(copy[X4])}, at 16x "
+                     f"{acc_span(copy[X16])}")
+    holds = [s for s, n, f in zip(TRACK_SEEDS, near, far) if n >= 0.8 and f >= 0.8]
+    says(TASKS_PAGE, f"Where it holds at 2x (seeds {' and '.join(map(str, holds))}), it holds at both distances")
+    assert all((n >= 0.8) == (f >= 0.8) for n, f in zip(near, far)) and len(holds) == 2
 
 
 def test_the_yarn_fine_tune_works_at_the_one_length_it_was_fine_tuned_at():
     yarn, pi, control = (AT_L[r][0] for r in ("rope-yarn", "rope-pi", "rope-continued"))
-    near = {s: {n: band_acc("rope-yarn", "copy", yarn, n, s)[0] for n in (L, X2, X4, X8, X16)} for s in TRACK_SEEDS}
-    says(TASKS_PAGE, "It copies the facts within L of the question "
-         + per_seed([pct(near[s][X4]) for s in TRACK_SEEDS]) + " in a 512-token sequence (seeds 6 to 10) and 40% "
-         "or less in the shorter ones, 128 and 256 tokens, on seeds 6-9 (seed 10: "
-         + per_seed([pct(near[10][n]) for n in (L, X2)]) + "). PI's fine-tune did not learn `copy` at 4x L ("
+    near = {n: [band_acc("rope-yarn", "copy", yarn, n, s)[0] for s in TRACK_SEEDS] for n in (L, X2, X4, X8, X16)}
+    says(TASKS_PAGE, f"It copies the facts within L of the question {acc_span(near[X4])} in a 512-token sequence in every "
+                     f"seed and {acc_span(near[L] + near[X2])} in the shorter ones, 128 and 256 tokens",
+         "PI's fine-tune learned `copy` at 4x L on seed "
+         + ", ".join(str(s) for s in TRACK_SEEDS if "copy" in learned_at_L("rope-pi", s)) + " only ("
          + per_seed([pct(task_acc("rope-pi", "copy", X4, pi, s)) for s in TRACK_SEEDS]) + "). The control, continued "
          "without a scaling, copies such facts " + per_seed([pct(band_acc("rope-continued", "copy", control, L, s)[0])
                                                               for s in TRACK_SEEDS]) + " at 128 tokens")
-    for seed in TRACK_SEEDS:
-        assert near[seed][X4] >= 0.985 and (seed == 10 or max(near[seed][L], near[seed][X2]) < 0.405)
-        assert "copy" not in learned_at_L("rope-pi", seed)
+    assert max(near[L] + near[X2]) < min(near[X4])
 
 
 def anchor_acc(setting: str, run: str, task: str, seed: int) -> float:
@@ -1242,52 +1265,53 @@ def anchor_acc(setting: str, run: str, task: str, seed: int) -> float:
 def test_a_far_back_anchor():
     def quoted(setting, run, task):
         return per_seed([pct(anchor_acc(setting, run, task, s)) for s in TRACK_SEEDS])
-    says(TASKS_PAGE, f"`copy` {quoted('window64', 'rope', 'copy')}, `passkey` {quoted('window64', 'rope', 'passkey')}",
+    says(TASKS_PAGE, 'make task-anchor SEED_NUMBERS="11 12 13 14 15"',
+         f"`copy` {quoted('window64', 'rope', 'copy')}, `passkey` {quoted('window64', 'rope', 'passkey')}",
          f"ALiBi under the same hiding keeps `copy` at {quoted('window64', 'alibi', 'copy')}",
          f"`copy` {quoted('window448', 'rope-yarn', 'copy')} on the facts within L, from "
          + per_seed([pct(band_acc("rope-yarn", "copy", AT_L["rope-yarn"][0], X4, s)[0]) for s in TRACK_SEEDS]),
-         f"gives {quoted('sinks64', 'rope-yarn', 'copy')}. The control keeps 98% or more under either",
-         "half of RoPE's `copy` and `passkey` survive the hiding at L, and most of the YaRN fine-tune's `copy` at 4x L, "
-         "where seeds 6-9 keep 19% or less and 42% or less")
+         f"gives {quoted('sinks64', 'rope-yarn', 'copy')}. The control copies under either what it copies with "
+         "every key shown, within a point")
+    for seed in TRACK_SEEDS:
+        shown = band_acc("rope-continued", "copy", AT_L["rope-continued"][0], X4, seed)[0]
+        assert all(abs(anchor_acc(setting, "rope-continued", "copy", seed) - shown) < 0.01 for setting in ("window448", "sinks64"))
+        assert anchor_acc("window64", "rope", "copy", seed) < 0.5 < 0.7 < anchor_acc("window64", "alibi", "copy", seed)
+    alibi = [anchor_acc("window64", "alibi", "copy", s) for s in TRACK_SEEDS]  # facts 64-127 back are hidden from both:
+    assert all(a > 0.7 for a in alibi)  # ALiBi's 74-77% bounds how many of the band's facts lie within 64
     says(README, f"With keys 64 or more back hidden, RoPE's `copy` at L falls to {quoted('window64', 'rope', 'copy')}, "
                  f"ALiBi's to {quoted('window64', 'alibi', 'copy')}")
     for setting, sinks, window in (("window64", 0, 64), ("window448", 0, 448), ("sinks64", 64, 384)):
         rows = previous_rows(TASK_REPORT / "anchor" / setting / "results.json.gz", "eval.tasks", "accuracy")
         assert {(r["context"]["sinks"], r["context"]["window"]) for r in rows} == {(sinks, window)}  # the Makefile's
         assert {r["seed"] for r in rows} == set(TRACK_SEEDS)
-    for seed in TRACK_SEEDS:
-        hidden = [anchor_acc("window64", "rope", t, seed) for t in ("copy", "passkey")]  # from 100%
-        yarn = [anchor_acc(setting, "rope-yarn", "copy", seed) for setting in ("window448", "sinks64")]
-        if seed == 10:
-            assert 0.45 <= min(hidden) and max(hidden) < 0.55 and min(yarn) > 0.8
-        else:
-            assert max(hidden) < 0.195 and max(yarn) < 0.425
-        assert anchor_acc("window64", "alibi", "copy", seed) > 0.6
-        for setting in ("window448", "sinks64"):
-            assert anchor_acc(setting, "rope-continued", "copy", seed) >= 0.975
+
+
+def test_the_repeated_run_is_seventy_five_rows():
+    says(TASKS_PAGE, "ALiBi's run of seed 11 trained to byte-identical weights, with a `metrics.jsonl` equal in every field "
+                     "but tokens/s, and its 75 rows (five tasks, 15 length and band cells each) equal those of "
+                     "results.json.gz in every field")
+    rows = [r for r in TRACK_ROWS if (r["run"], r["seed"]) == ("alibi", 11)]
+    assert len(rows) == 75 == len(TASK_NAMES) * (1 + 2 + 3 + 4 + 5)
 
 
 def test_copy_beside_kazemnejad():
     def copy(run, n, label="none"):
         return per_seed([pct(task_acc(run, "copy", n, label, s)) for s in TRACK_SEEDS])
-    def t5(n, run="t5"):
-        return per_seed([pct(task_acc(run, "copy", n, seed=s)) for s in (7, 8)])
-    says(TASKS_PAGE, f"NoPE, their best, did not learn `copy` at L ({copy('nope', L)} on seeds 6 to 10). T5, their second, "
-                     f"did on seeds 7 and 8 ({pct(task_acc('t5', 'copy', L))}% on seed 6), and at 2x L, the farthest they "
-                     f"tested, it copies {t5(X2)}, at or above ALiBi on the same seeds ({t5(X2, 'alibi')}), as their ranking "
-                     f"has it. Past 2x it falls ({t5(X4)} at 4x, {t5(X16)} at 16x), where",
-         "ALiBi keeps `copy` to 4x L without a scaling in every seed (within 6 points of L or above it) and RoPE has fallen "
-         "by 4x "
-         f"({copy('rope', X4)}; {copy('rope', X16)} at 16x)", f"RoPE copies {copy('rope', X16, SCALED['yarn'])} at 16x")
-    assert "copy" not in learned_at_L("t5") and all("copy" in learned_at_L("t5", s) for s in (7, 8))
-    assert all(task_acc("t5", "copy", X2, seed=s) >= task_acc("alibi", "copy", X2, seed=s) for s in (7, 8))
-    assert not any("copy" in learned_at_L("nope", s) for s in TRACK_SEEDS)
-    assert all(task_acc("rope", "copy", X4, seed=s) < 0.35 for s in TRACK_SEEDS)  # ALiBi's: test_alibi_reads_back...
+    drop = max(task_acc("alibi", "copy", L, seed=s) - task_acc("alibi", "copy", X4, seed=s) for s in TRACK_SEEDS)
+    says(TASKS_PAGE, f"NoPE, their best, learned `copy` at L in every seed here ({copy('nope', L)}), and at 2x L, the "
+                     f"farthest they tested, it copies {copy('nope', X2)} (seeds 11 to 15)",
+         f"below ALiBi in every seed ({copy('alibi', X2)})",
+         f"RoPE, which has fallen by 4x L ({copy('rope', X4)}; {copy('rope', X16)} at 16x), where ALiBi keeps `copy` within "
+         f"{math.ceil(round(100 * drop, 6))} points of L or above it",
+         f"RoPE copies {copy('rope', X16, SCALED['yarn'])} at 16x")
+    assert all("copy" in learned_at_L("nope", s) for s in TRACK_SEEDS)
+    assert all(task_acc("nope", "copy", X2, seed=s) < task_acc("alibi", "copy", X2, seed=s) for s in TRACK_SEEDS)
+    assert max(task_acc("rope", "copy", X4, seed=s) for s in TRACK_SEEDS) < 0.5
 
 
 # --- training-free context methods on the track (reports/tasks/context) ----------------------------------
 
-CONTEXT_SEEDS = {"self-extend": TRACK_SEEDS} | {m: (6, 7, 8) for m in ("rerope", "leaky-rerope", "dca", "sinks", "logn")}
+CONTEXT_SEEDS = {"self-extend": TRACK_SEEDS} | {m: (11, 12, 13) for m in ("rerope", "leaky-rerope", "dca", "sinks", "logn")}
 
 
 def context_defaults(method: str) -> dict:
@@ -1300,12 +1324,11 @@ def context_defaults(method: str) -> dict:
 
 @functools.cache
 def context_rows(method: str) -> list[dict]:
-    """make task-context's rows of one method: its seeds, at its defaults, on RoPE and ALiBi (and T5 of T5_SEEDS)."""
+    """make task-context's rows of one method: its seeds, at its defaults, on RoPE and ALiBi."""
     rows = previous_rows(TASK_REPORT / "context" / method / "results.json.gz", "eval.tasks", "accuracy")
     assert {r["seed"] for r in rows} == set(CONTEXT_SEEDS[method])
     assert all(r["context"] == {"type": method, **context_defaults(method)} for r in rows)
-    assert {(r["run"], r["seed"]) for r in rows} == {(run, s) for s in CONTEXT_SEEDS[method]
-                                                     for run in ("rope", "alibi", *(("t5",) if s in T5_SEEDS else ()))}
+    assert {(r["run"], r["seed"]) for r in rows} == {(run, s) for s in CONTEXT_SEEDS[method] for run in ("rope", "alibi")}
     return rows
 
 
@@ -1327,44 +1350,33 @@ def context_bands(method: str, run: str, task: str, length: int, seed: int) -> l
 
 
 def test_context_methods_on_the_track_are_the_makefiles():
-    says(TASKS_PAGE, 'make -j2 task-context THREADS=1 SEED_NUMBERS="6 7 8 9 10" CONTEXT_METHODS=self-extend',
-         'make -j2 task-context THREADS=1 SEED_NUMBERS="6 7 8" CONTEXT_METHODS="rerope leaky-rerope dca sinks logn"',
-         "Self-Extend ran on seeds 6-10, the others on seeds 6-8")
+    says(TASKS_PAGE, 'make -j2 task-context THREADS=1 SEED_NUMBERS="11 12 13 14 15" CONTEXT_METHODS=self-extend',
+         'make -j2 task-context THREADS=1 SEED_NUMBERS="11 12 13" CONTEXT_METHODS="rerope leaky-rerope dca sinks logn"',
+         "Self-Extend ran on seeds 11-15, the others on seeds 11-13")
     for method in CONTEXT_SEEDS:
         context_rows(method)
     assert sorted(p.name for p in (TASK_REPORT / "context").iterdir()) == sorted(CONTEXT_SEEDS)
 
 
-def self_extend(run: str, task: str, length: int, seeds=None) -> list[str]:
-    """Self-Extend's pooled accuracy of a run at a length, seed by seed (every track seed, or `seeds`), as the report
-    rounds it, in increasing order."""
-    return sorted((pct(context_acc("self-extend", run, task, length, s)) for s in seeds or TRACK_SEEDS), key=int)
+def self_extend(run: str, task: str, length: int) -> list[float]:
+    """Self-Extend's pooled accuracy of a run at a length, seed by seed."""
+    return [context_acc("self-extend", run, task, length, s) for s in TRACK_SEEDS]
 
 
 def test_self_extend_keeps_alibi_to_16x_and_breaks_rope_at_L():
-    def span(values):
-        return f"{values[0]}-{values[-1]}%"
-    learned = {t: [s for s in TRACK_SEEDS if t in learned_at_L("alibi", s)] for t in INDUCTION}
-    assert learned["recall"] == [6, 7, 8, 9] and learned["passkey"] == list(TRACK_SEEDS)
-    leaned_least = max(TRACK_SEEDS, key=lambda s: min(anchor_acc("window64", "rope", t, s) for t in ("copy", "passkey")))
-    assert leaned_least == 10
-    says(TASKS_PAGE, f"at 2,048 tokens `copy` {span(self_extend('alibi', 'copy', X16))} in every seed, `recall` "
-                     f"{span(self_extend('alibi', 'recall', X16, learned['recall']))} and `passkey` "
-                     f"{span(self_extend('alibi', 'passkey', X16))} in every seed that learned them at L (seed 10's ALiBi "
-                     f"left `recall` at {pct(task_acc('alibi', 'recall', L, seed=10))}%), where unscaled ALiBi keeps `copy` "
-                     "at 64-85%",
-         f"`copy` {span(self_extend('rope', 'copy', L, (6, 7, 8, 9)))} and `passkey` "
-         f"{span(self_extend('rope', 'passkey', L, (6, 7, 8, 9)))} at 128 tokens (100% without Self-Extend). Seed 10, whose "
-         f"RoPE leaned least on the far anchor (previous section), keeps {self_extend('rope', 'copy', L, (10,))[0]}% and "
-         f"{self_extend('rope', 'passkey', L, (10,))[0]}% there. Every seed is best at 4x L (`copy` "
-         f"{span(self_extend('rope', 'copy', X4))}) and back at {span(self_extend('rope', 'copy', X16))} at 16x")
-    assert min(int(v) for t in INDUCTION for v in self_extend("alibi", t, X16, learned[t])) >= 94
-    assert max(int(pct(task_acc("alibi", "copy", X16, seed=s))) for s in TRACK_SEEDS) < 94
+    says(TASKS_PAGE, f"at 2,048 tokens `copy` {acc_span(self_extend('alibi', 'copy', X16))}, `recall` "
+                     f"{acc_span(self_extend('alibi', 'recall', X16))} and `passkey` {acc_span(self_extend('alibi', 'passkey', X16))} "
+                     "in every seed, where unscaled ALiBi keeps `copy` at "
+                     + acc_span([task_acc("alibi", "copy", X16, seed=s) for s in TRACK_SEEDS]),
+         f"`copy` {acc_span(self_extend('rope', 'copy', L))} and `passkey` {acc_span(self_extend('rope', 'passkey', L))} at 128 "
+         f"tokens (100% without Self-Extend). `copy` peaks at 2x or 4x L in every seed "
+         f"({acc_span(self_extend('rope', 'copy', X4))} at 4x) and falls back to {acc_span(self_extend('rope', 'copy', X16))} at 16x")
     assert all(pct(task_acc("rope", t, L, seed=s)) == "100" for t in ("copy", "passkey") for s in TRACK_SEEDS)
-    for task in ("copy", "passkey"):
-        at = {n: [int(v) for v in self_extend("rope", task, n)] for n in (L, X2, X4, X8, X16)}
-        assert min(at[X4]) > max(max(at[n]) for n in (L, X2, X8, X16)) - 10 and max(at[X16]) < 25
-        assert max(int(v) for v in self_extend("rope", task, L, (6, 7, 8, 9))) < 25
+    assert min(self_extend("alibi", "copy", X16)) > max(task_acc("alibi", "copy", X16, seed=s) for s in TRACK_SEEDS)
+    for s in TRACK_SEEDS:
+        copy = {n: context_acc("self-extend", "rope", "copy", n, s) for n in (L, X2, X4, X8, X16)}
+        assert max(copy, key=copy.get) in (X2, X4)
+    assert max(self_extend("rope", "copy", L) + self_extend("rope", "passkey", L)) < 0.7
 
 
 def test_self_extend_shows_the_first_tokens_near_L_at_4x_and_within_56_at_L():
@@ -1376,130 +1388,108 @@ def test_self_extend_shows_the_first_tokens_near_L_at_4x_and_within_56_at_L():
         assert int(method.distance(torch.tensor([n - 1]), torch.tensor([0]))[0, 0]) == shown
 
 
-def test_attention_sinks_read_nothing_past_the_window_and_keep_what_is_within_it():
-    seeds = CONTEXT_SEEDS["sinks"]
-    far = {t: max(a for run in ("rope", "alibi", "t5") for s in seeds for n in (X2, X4, X8, X16)
-                  for a in context_bands("sinks", run, t, n, s)[1:]) for t in INDUCTION}
-    says(TASKS_PAGE, f"`copy` is at {pct(far['copy'])}% or less, `recall` at {pct(far['recall'])}% or less and `passkey` at "
-                     f"{pct(far['passkey'])}% or less, at or near chance (8.6%, 6.2% and 12.9%)")
-
-    def near(run, s):
-        return [int(pct(context_bands("sinks", run, "copy", n, s)[0])) for n in (X2, X4, X8, X16)]
-    alibi = [v for s in seeds for v in near("alibi", s)]
-    rope = [v for s in (7, 8) for v in near("rope", s)]
-    says(TASKS_PAGE, f"by ALiBi (`copy` {min(alibi)}-{max(alibi)}% at 2x-16x L) and by RoPE on seeds 7 and 8 "
-                     f"({min(rope)}-{max(rope)}%). RoPE on seed 6 keeps {min(near('rope', 6))}-{max(near('rope', 6))}%")
-    assert min(alibi + rope) > 85 and max(near("rope", 6)) < 50
-
-
-def test_log_n_helps_the_biases_read_far_back_and_not_rope():
-    seeds = CONTEXT_SEEDS["logn"]
-
-    def at_16x(run, task, with_logn, s=None):
-        return [context_acc("logn", run, task, X16, s) if with_logn else task_acc(run, task, X16, seed=s)
-                for s in ([s] if s else seeds)]
-
-    def quoted(run, task, with_logn):
-        return per_seed([pct(v) for v in at_16x(run, task, with_logn)])
-    says(TASKS_PAGE, f"ALiBi's `copy` at 16x L is {quoted('alibi', 'copy', True)} with it, {quoted('alibi', 'copy', False)} "
-                     f"without; its `recall` {quoted('alibi', 'recall', True)}, from {quoted('alibi', 'recall', False)}. T5 "
-                     f"gains most: at 16x its `copy` is {quoted('t5', 'copy', True)} with it ({quoted('t5', 'copy', False)} "
-                     f"without) and its `passkey` {quoted('t5', 'passkey', True)} ({quoted('t5', 'passkey', False)})",
-         f"ALiBi's `passkey` at 16x gains on seed 6 ({pct(at_16x('alibi', 'passkey', True, 6)[0])}%, from "
-         f"{pct(at_16x('alibi', 'passkey', False, 6)[0])}%) and loses on seeds 7 and 8 "
-         f"({per_seed([pct(v) for s in (7, 8) for v in at_16x('alibi', 'passkey', True, s)])}, from "
-         f"{per_seed([pct(v) for s in (7, 8) for v in at_16x('alibi', 'passkey', False, s)])})",
-         f"`copy` at 16x {quoted('rope', 'copy', True)}, from {quoted('rope', 'copy', False)}")
-    for run, task in (("alibi", "copy"), ("alibi", "recall"), ("t5", "copy"), ("t5", "passkey")):
-        assert all(x > y for x, y in zip(at_16x(run, task, True), at_16x(run, task, False))), (run, task)
-    t5_gain = [x - y for task in ("copy", "passkey") for x, y in zip(at_16x("t5", task, True), at_16x("t5", task, False))]
-    alibi_gain = [x - y for task in ("copy", "passkey") for x, y in zip(at_16x("alibi", task, True), at_16x("alibi", task, False))]
-    assert min(t5_gain) > max(alibi_gain)  # "T5 gains most"
-    gains = [x > y for x, y in zip(at_16x("alibi", "passkey", True), at_16x("alibi", "passkey", False))]
-    assert gains == [True, False, False]
-    assert max(at_16x("rope", "copy", True)) < 0.1
-
-
 def test_rerope_makes_distance_stop_mattering():
     seeds = CONTEXT_SEEDS["rerope"]
 
     def bands(run, task, s):
         return [a for n in (L, X2, X4, X8, X16) for a in context_bands("rerope", run, task, n, s)]
-    copy_at_L = [context_acc("rerope", "rope", "copy", L, s) for s in seeds]
-    recall7 = context_bands("rerope", "rope", "recall", X16, 7)
-    says(TASKS_PAGE, f"`copy` falls at L to {per_seed([pct(v) for v in copy_at_L])} (100% without) and stays at "
-                     f"{pct(max(a for s in seeds for a in bands('rope', 'copy', s)))}% or less in every distance band to 16x",
-         f"seed 7 keeps `recall` at {pct(min(bands('rope', 'recall', 7)))}-{pct(max(bands('rope', 'recall', 7)))}% in every "
-         f"band, {pct(recall7[-1])}% for the facts 1,024-2,048 back ({pct(band_acc('rope', 'recall', seed=7)[-1])}% unscaled)")
-    assert all(task_acc("rope", "copy", L, seed=s) == 1 for s in seeds)
+    says(TASKS_PAGE, "`copy` falls at L to " + per_seed([pct(context_acc("rerope", "rope", "copy", L, s)) for s in seeds])
+         + f" (100% without); seed 11's then rises with length, to {pct(context_acc('rerope', 'rope', 'copy', X16, 11))}% at "
+         f"16x, where unscaled RoPE copies {pct(task_acc('rope', 'copy', X16, seed=11))}%, while seeds 12 and 13 stay at "
+         f"{pct(max(a for s in (12, 13) for a in bands('rope', 'copy', s)))}% or less at every length",
+         f"seed 12 keeps `recall` at {acc_span(bands('rope', 'recall', 12))} in every band of every length. Seed 13's "
+         f"`recall` is {pct(max(bands('rope', 'recall', 13)))}% at every length")
+    assert all(pct(task_acc("rope", "copy", L, seed=s)) == "100" for s in seeds)
+    copy11 = [context_acc("rerope", "rope", "copy", n, 11) for n in (L, X2, X4, X8, X16)]
+    assert copy11 == sorted(copy11) and max(bands("rope", "recall", 13)) < 0.062  # below recall's chance
     alibi = {n: [pct(context_acc("rerope", "alibi", "copy", n, s)) for s in seeds] for n in (L, X16)}
     says(TASKS_PAGE, f"`copy` at L {per_seed(alibi[L])} ({per_seed([pct(task_acc('alibi', 'copy', L, seed=s)) for s in seeds])} "
                      f"without), {per_seed(alibi[X16])} at 16x")
-    t5 = [max(abs(context_acc("rerope", "t5", t, n, s) - task_acc("t5", t, n, seed=s)) for t in TASK_NAMES
-              for n in (L, X2, X4, X8, X16)) for s in T5_SEEDS]
-    within = per_seed([math.ceil(round(100 * d, 6)) for d in t5]).replace("%", "")  # an upper bound: 12.5 is "13"
-    says(TASKS_PAGE, f"T5 is within {within} points of its plain rows** "
-                     "(seeds 6, 7 and 8) on every task at every length")
 
 
-def test_dca_lifts_ropes_recall_with_length():
-    seeds = CONTEXT_SEEDS["dca"]
+def test_attention_sinks_read_nothing_past_the_window_and_keep_what_is_within_it():
+    seeds = CONTEXT_SEEDS["sinks"]
+    far = {t: max(a for run in ("rope", "alibi") for s in seeds for n in (X2, X4, X8, X16)
+                  for a in context_bands("sinks", run, t, n, s)[1:]) for t in INDUCTION}
+    says(TASKS_PAGE, "**Nothing past the window is read, by any encoding**",
+         f"`copy` is at {pct(far['copy'])}% or less, `recall` at {pct(far['recall'])}% or less and `passkey` at "
+         f"{pct(far['passkey'])}% or less, at or near chance (8.6%, 6.2% and 12.9%)")
 
-    def quoted(run, task, n, acc=None):
-        return per_seed([pct((acc or (lambda s: context_acc("dca", run, task, n, s)))(s)) for s in seeds])
-    says(TASKS_PAGE, f"`recall` rises with length**: {quoted('rope', 'recall', L)} at L (where 128 tokens already span two "
-                     f"chunks), {quoted('rope', 'recall', X16)} at 16x ({quoted('rope', 'recall', X16, lambda s: task_acc('rope', 'recall', X16, seed=s))} "
-                     f"unscaled; training-free YaRN "
-                     f"{quoted('rope', 'recall', X16, lambda s: task_acc('rope', 'recall', X16, SCALED['yarn'], s))}), and "
-                     f"{min(int(pct(context_bands('dca', 'rope', 'recall', X16, s)[-1])) for s in seeds)}% or more for the facts "
-                     "1,024-2,048 back. `copy` and `passkey` stay at 32% or less at every length",
-         f"`copy` at L {quoted('alibi', 'copy', L)}, {quoted('alibi', 'copy', X16)} at 16x "
-         f"({quoted('alibi', 'copy', X16, lambda s: task_acc('alibi', 'copy', X16, seed=s))} unscaled)")
-    for s in seeds:
-        rise = [context_acc("dca", "rope", "recall", n, s) for n in (L, X2, X4, X8, X16)]
-        assert rise[-1] > rise[0] or rise[0] > 0.95
-    assert max(int(pct(context_acc("dca", "rope", t, n, s))) for t in ("copy", "passkey") for n in (L, X2, X4, X8, X16)
-               for s in seeds) == 32
+    def near(run, *seeds_):
+        return [context_bands("sinks", run, "copy", n, s)[0] for s in seeds_ for n in (X2, X4, X8, X16)]
+    says(TASKS_PAGE, f"by ALiBi (`copy` {acc_span(near('alibi', *seeds))} at 2x-16x L) and by RoPE on seed 11 "
+                     f"({acc_span(near('rope', 11))}); RoPE on seeds 12 and 13 keeps {acc_span(near('rope', 12, 13))}")
+    assert min(near("alibi", *seeds) + near("rope", 11)) > 0.85 > 0.7 > max(near("rope", 12, 13))
 
 
-def test_leaky_rerope_keeps_alibi_flat_and_shows_rope_its_far_anchor():
+def test_log_n_helps_alibi_on_two_seeds_and_not_rope():
+    seeds = CONTEXT_SEEDS["logn"]
+
+    def at_16x(run, task, with_logn):
+        return [context_acc("logn", run, task, X16, s) if with_logn else task_acc(run, task, X16, seed=s) for s in seeds]
+
+    def quoted(run, task, with_logn):
+        return per_seed([pct(v) for v in at_16x(run, task, with_logn)])
+    says(TASKS_PAGE, f"ALiBi's `copy` at 16x L is {quoted('alibi', 'copy', True)} with it, {quoted('alibi', 'copy', False)} "
+                     f"without; its `recall` {quoted('alibi', 'recall', True)}, from {quoted('alibi', 'recall', False)}; its "
+                     f"`passkey` {quoted('alibi', 'passkey', True)}, from {quoted('alibi', 'passkey', False)}",
+         f"`copy` at 16x {quoted('rope', 'copy', True)}, from {quoted('rope', 'copy', False)}")
+    gains = [sum(x > y for x, y in zip(at_16x("alibi", t, True), at_16x("alibi", t, False))) for t in INDUCTION]
+    helped = [all(at_16x("alibi", t, True)[i] > at_16x("alibi", t, False)[i] for t in ("copy", "recall")) for i in range(3)]
+    assert helped == [True, True, False] and gains[1] == 3  # "on two seeds of three"; recall on all three
+    assert max(at_16x("rope", "copy", True)) < 0.1
+
+
+def test_leaky_rerope_keeps_alibi_to_16x_and_shows_rope_its_far_anchor():
     from model.context import CONTEXT_METHODS
     seeds = CONTEXT_SEEDS["leaky-rerope"]
 
     def quoted(run, task, n, plain=False):
         return per_seed([pct(task_acc(run, task, n, seed=s) if plain else context_acc("leaky-rerope", run, task, n, s))
                          for s in seeds])
-    says(TASKS_PAGE, "ALiBi's retrieval stays within 7 points of its level at L to 16x",
-         f"at 2,048 tokens `recall` {quoted('alibi', 'recall', X16)} and `passkey` {quoted('alibi', 'passkey', X16)} "
-                     f"({quoted('alibi', 'recall', X16, True)}, and {quoted('alibi', 'passkey', X16, True)} unscaled), `copy` "
-                     f"{quoted('alibi', 'copy', X16)} ({quoted('alibi', 'copy', X16, True)}). It costs `copy` at L: "
-                     f"{quoted('alibi', 'copy', L)}, from {quoted('alibi', 'copy', L, True)}")
+    says(TASKS_PAGE, f"at 2,048 tokens `copy` {quoted('alibi', 'copy', X16)}, `recall` {quoted('alibi', 'recall', X16)} and "
+                     f"`passkey` {quoted('alibi', 'passkey', X16)} ({quoted('alibi', 'copy', X16, True)}, "
+                     f"{quoted('alibi', 'recall', X16, True)}, and {quoted('alibi', 'passkey', X16, True)} unscaled), within 7 "
+                     "points of its level at L on every task, length and seed")
     for s in seeds:
-        for t in ("copy", "recall", "passkey"):
-            assert context_acc("leaky-rerope", "alibi", t, X16, s) >= task_acc("alibi", t, X16, seed=s)
+        for t in INDUCTION:
             at_L = context_acc("leaky-rerope", "alibi", t, L, s)
             assert all(abs(context_acc("leaky-rerope", "alibi", t, n, s) - at_L) <= 0.07 for n in (X2, X4, X8, X16))
+            assert context_acc("leaky-rerope", "alibi", t, X16, s) > task_acc("alibi", t, X16, seed=s)
     far, near = ([pct(context_bands("leaky-rerope", "rope", "copy", X16, s)[i]) for s in seeds] for i in (-1, 0))
     says(TASKS_PAGE, f"at 16x its `copy` of the facts 1,024-2,048 back is {per_seed(far)}, and of those within L "
                      f"{per_seed(near)}; at L, where every fact is shown within 23, {quoted('rope', 'copy', L)}")
-    assert all(int(f) > 90 and int(n) < 65 for f, n in zip(far, near))
+    assert all(int(f) > int(n) + 30 for f, n in zip(far, near))
     method = CONTEXT_METHODS["leaky-rerope"](window=16, k=16.0)  # the defaults at L = 128
     shown = [float(method.distance(torch.tensor([X16 - 1]), torch.tensor([X16 - 1 - d]))[0, 0]) for d in (127, 1024, 2047)]
     assert [round(v) for v in shown] == [23, 79, 143]
 
 
+def test_dca_keeps_ropes_recall_on_two_seeds():
+    def lengths(run, task, s):
+        return [context_acc("dca", run, task, n, s) for n in (L, X2, X4, X8, X16)]
+    keeps = [s for s in CONTEXT_SEEDS["dca"] if min(lengths("rope", "recall", s)) >= 0.845]
+    assert keeps == [11, 12]
+    says(TASKS_PAGE, f"85% or more at every length on seeds 11 and 12, "
+                     + per_seed([pct(context_acc("dca", "rope", "recall", X16, s)) for s in keeps]) + " at 16x ("
+                     + per_seed([pct(task_acc("rope", "recall", X16, seed=s)) for s in keeps]) + " unscaled; training-free YaRN "
+                     + per_seed([pct(task_acc("rope", "recall", X16, SCALED["yarn"], s)) for s in keeps]) + "); seed 13's is "
+                     f"{pct(max(lengths('rope', 'recall', 13)[:3]))}% to 4x L and {pct(lengths('rope', 'recall', 13)[-1])}% at "
+                     f"16x. Seed 11 also keeps `copy` ({acc_span(lengths('rope', 'copy', 11))} at every length); seeds 12 and 13 "
+                     f"copy {pct(max(lengths('rope', 'copy', 12) + lengths('rope', 'copy', 13)))}% or less at every length",
+         "`copy` at L " + per_seed([pct(context_acc("dca", "alibi", "copy", L, s)) for s in CONTEXT_SEEDS["dca"]]) + ", "
+         + per_seed([pct(context_acc("dca", "alibi", "copy", X16, s)) for s in CONTEXT_SEEDS["dca"]]) + " at 16x ("
+         + per_seed([pct(task_acc("alibi", "copy", X16, seed=s)) for s in CONTEXT_SEEDS["dca"]]) + " unscaled)")
+
+
 def test_the_readme_sums_up_the_context_methods():
-    says(README, "Self-Extend keeps ALiBi's retrieval to 16x L (Leaky ReRoPE its `recall` and `passkey`); DCA lifts RoPE's "
-                 "`recall`; sinks read nothing past their window; log-n helps T5.")
-    assert all(context_acc("logn", "t5", t, X16, s) > task_acc("t5", t, X16, seed=s) for s in T5_SEEDS
-               for t in ("copy", "passkey"))
-    for method, tasks in (("self-extend", INDUCTION), ("leaky-rerope", ("recall", "passkey"))):
-        for s in CONTEXT_SEEDS[method]:  # ALiBi at 16x L within 7 points of plain ALiBi at L, where it learned the task
-            for t in tasks:
-                if t in learned_at_L("alibi", s):
-                    assert context_acc(method, "alibi", t, X16, s) >= task_acc("alibi", t, L, seed=s) - 0.07, (method, s, t)
-    for s in CONTEXT_SEEDS["dca"]:
-        assert context_acc("dca", "rope", "recall", X16, s) > 0.8 > task_acc("rope", "recall", X16, seed=s)
+    says(README, "Self-Extend and Leaky ReRoPE keep ALiBi's retrieval to 16x L and break RoPE's at L; DCA keeps RoPE's "
+                 "`recall` to 16x on two seeds of three; sinks read nothing past their window; log-n helps ALiBi on two "
+                 "seeds of three.")
+    for method in ("self-extend", "leaky-rerope"):
+        for s in CONTEXT_SEEDS[method]:  # ALiBi at 16x L within 12 points of plain ALiBi at L; RoPE below 70% at L
+            assert all(context_acc(method, "alibi", t, X16, s) >= task_acc("alibi", t, L, seed=s) - 0.12 for t in INDUCTION)
+            assert context_acc(method, "rope", "copy", L, s) < 0.7
     far = [a for s in CONTEXT_SEEDS["sinks"] for run in ("rope", "alibi") for t in INDUCTION
            for n in (X2, X4, X8, X16) for a in context_bands("sinks", run, t, n, s)[1:]]
     assert max(far) <= 0.12
@@ -1655,61 +1645,33 @@ def heads() -> dict[tuple[str, int, str], dict]:
 
 
 def test_the_heads_probe_covers_every_recipe_run_of_the_track():
+    says(TASKS_PAGE, 'python -m eval.heads runs/tasks/seed{11,12,13,14,15}/{rope,alibi,nope} --out reports/tasks/heads')
     runs = {(run, seed) for run, seed, _ in heads()}
-    assert runs == {(e, s) for e in ("rope", "alibi", "nope") for s in TRACK_SEEDS} | {("t5", s) for s in T5_SEEDS}
+    assert runs == {(e, s) for e in ("rope", "alibi", "nope") for s in TRACK_SEEDS}
     answers = {"copy": 7, "recall": 8, "passkey": 5, "recall1": 8, "passkey1": 1}  # a sequence's
     assert all(r["answers"] == 64 * answers[task] for (_, _, task), r in heads().items())
 
 
-def test_alibi_misses_recall1_where_no_head_looks_at_the_fact():
-    says(TASKS_PAGE, "The largest share any head gives it from the asking token is 2%, 38% and 12% on seeds 6, 7 and 9 "
-         "(`recall1` 34%, 76% and 33% on these sequences), against 88% and 77% on seeds 8 and 10, which learned it.")
-    h = heads()
-    cells = {s: h[("alibi", s, "recall1")] for s in TRACK_SEEDS}
-    assert [round(100 * cells[s]["most"]) for s in (6, 7, 9, 8, 10)] == [2, 38, 12, 88, 77]
-    assert [round(100 * cells[s]["accuracy"]) for s in (6, 7, 9)] == [34, 76, 33]
-    assert [s for s in TRACK_SEEDS if cells[s]["accuracy"] >= 0.9] == [8, 10]
-
-
-def test_where_alibi_learned_recall1_it_shares_the_flattest_induction_head():
-    says(TASKS_PAGE, "head 3 of layer 1 on seed 8 and head 3 of layer 2 on seed 10, the head with ALiBi's flattest slope "
-         "(1/256), the one that looks most in `copy` and `passkey` too on those seeds.",
-         "RoPE's heads that look most for `recall1` are in layers 0 and 1, heads 0, 2 and 3.")
+def test_rope_and_alibi_read_the_induction_tasks_through_heads_of_one_layer():
     from model.positions import alibi_slopes
-    assert alibi_slopes(4)[3].item() == 1 / 256 == alibi_slopes(4).min().item()
     h = heads()
-    for seed, top in ((8, (1, 3)), (10, (2, 3))):
-        assert all(h[("alibi", seed, task)]["top"] == top for task in ("recall1", "copy", "passkey"))
-    rope = [h[("rope", s, "recall1")]["top"] for s in TRACK_SEEDS]
-    assert {layer for layer, _ in rope} == {0, 1} and {head for _, head in rope} == {0, 2, 3}
+    top = {(run, s): {h[(run, s, t)]["top"] for t in INDUCTION} for run in ("rope", "alibi") for s in TRACK_SEEDS}
+    rope = [h[("rope", s, t)]["most"] for s in TRACK_SEEDS for t in INDUCTION]
+    alibi = [h[("alibi", s, t)]["most"] for s in TRACK_SEEDS for t in INDUCTION]
+    says(TASKS_PAGE, "RoPE's in its last layer (layer 3) on seeds 11-14 and in layer 1 on seed 15, the seed whose RoPE held "
+                     "longest past L; ALiBi's in layer 1 in every seed, heads 2 and 3, those of its two flattest slopes "
+                     f"(1/64 and 1/256). The head that looks most gives the target {acc_span(rope)} of its attention in RoPE, "
+                     f"{acc_span(alibi)} in ALiBi")
+    assert [{layer for layer, _ in top[("rope", s)]} for s in TRACK_SEEDS] == [{3}, {3}, {3}, {3}, {1}]
+    assert all(len(top[(run, s)]) <= 2 for run in ("rope", "alibi") for s in TRACK_SEEDS)  # one or two heads
+    assert set().union(*(top[("alibi", s)] for s in TRACK_SEEDS)) == {(1, 2), (1, 3)}
+    assert alibi_slopes(4)[2:].tolist() == [1 / 64, 1 / 256] and alibi_slopes(4).min().item() == 1 / 256
 
 
 def test_nope_forms_no_induction_head_for_recall():
-    says(TASKS_PAGE, "its largest share on the value to recall is 11% or 12% in every seed, while for `recall1`, learned "
-         "in every seed, a head gives the fact 33-90%.")
     h = heads()
-    assert {round(100 * h[("nope", s, "recall")]["most"]) for s in TRACK_SEEDS} == {11, 12}
-    recall1 = [h[("nope", s, "recall1")] for s in TRACK_SEEDS]
-    assert all(r["accuracy"] >= 0.9 for r in recall1)
-    assert (round(100 * min(r["most"] for r in recall1)), round(100 * max(r["most"] for r in recall1))) == (33, 90)
-
-
-def test_a_fourth_layer_carries_alibi_on_seeds_7_and_9_not_10_and_not_nope():
-    says(TASKS_PAGE, "With four layers ALiBi learned all five tasks on seeds 7 and 9, from step 4,000 and 4,500 on "
-                     "(rows 44 and 46), where three layers had left `recall1` at 72% and 29% in the track",
-         "it learned `recall` and left `recall1` at 67% (row 47)",
-         "learned `passkey` (95%) and both single-hop tasks, not `copy` (67%) or `recall` (38%; three layers in the "
-         "track: 44% and 26%; row 45)", "ALiBi missed a task on one seed of three, NoPE two tasks on its one seed.")
-    table = recipe_table()
-    assert [table[r]["log"] for r in (44, 45, 46, 47)] == ["l4-alibi-s7", "l4-nope-s7", "l4-alibi-s9", "l4-alibi-s10"]
-    assert [learned_from("l4-alibi-s7"), learned_from("l4-alibi-s9")] == [4000, 4500]
-    says(TASKS_PAGE, "RoPE on seed 7 learned all five with it, from step 3,500 on (row 48).")
-    assert table[48]["log"] == "l4-rope-s7" and learned_from("l4-rope-s7") == 3500
-    assert first_learned("l4-alibi-s10", "recall1") is None
-    assert first_learned("l4-nope-s7", "copy") is None and first_learned("l4-nope-s7", "recall") is None
-    assert pct(final(47)["recall1"]) == "67" and all(final(47)[t] >= 0.9 for t in TASK_NAMES if t != "recall1")
-    assert [pct(final(45)[t]) for t in ("copy", "recall", "passkey")] == ["67", "38", "95"]
-    assert all(final(45)[t] >= 0.9 for t in SINGLE_HOP + ("passkey",))
-    assert [pct(task_acc("alibi", "recall1", L, seed=seed)) for seed in (7, 9)] == ["72", "29"]
-    assert pct(task_acc("alibi", "recall", L, seed=10)) == "31"
-    assert [pct(task_acc("nope", t, L, seed=7)) for t in ("copy", "recall")] == ["44", "26"]
+    recall = [h[("nope", s, "recall")]["most"] for s in TRACK_SEEDS]
+    induction = [h[("nope", s, t)]["most"] for s in TRACK_SEEDS for t in ("copy", "passkey")]
+    says(TASKS_PAGE, f"its largest share on the value to recall is {acc_span(recall)} in every seed, while for `copy` and "
+                     f"`passkey`, learned in every seed, a head gives the target {acc_span(induction)}")
+    assert max(recall) < 0.2 < min(induction)

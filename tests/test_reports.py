@@ -795,7 +795,7 @@ def never_learned(rows, tasks) -> bool:
 
 def test_every_cell_of_the_recipe_search_is_its_log():
     table = recipe_table()
-    assert sorted(table) == list(range(1, 61))
+    assert sorted(table) == list(range(1, 63))
     for number, entry in table.items():
         logged = final(number)
         for task in TASK_NAMES:
@@ -937,6 +937,19 @@ def test_four_layers_and_twelve_thousand_steps_hold_on_seeds_never_used_before()
     assert [f"{100 * s13[step]['recall1']:.1f}" for step in (8000, 8750)] == ["44.5", "93.5"]
     assert all(v >= 0.9 for v in final(50).values()) and "seed 10, ALiBi" in table[50]["recipe"]
     assert all(v >= 0.9 for v in final(48).values()) and "seed 7, RoPE" in table[48]["recipe"]
+
+
+def test_nope_learned_recall_neither_alone_nor_with_six_layers():
+    table = recipe_table()
+    alone, deep = recipe_log("nope-recall-only-s101"), recipe_log("nope-l6-8k-s101")
+    says(TASKS_PAGE, f"Trained on `recall` alone, NoPE reached {pct(final(61)['recall'])}% by step 6,000 "
+                     f"({pct(max(a['recall'] for a in alone.values()))}% at most at any step), below the "
+                     f"{acc_span([task_acc('nope', 'recall', L, seed=s) for s in TRACK_SEEDS])} of the mix in the track",
+         f"and left `copy` at {pct(final(62)['copy'])}% and `recall` at {pct(final(62)['recall'])}%")
+    assert [table[r]["log"] for r in (61, 62)] == ["nope-recall-only-s101", "nope-l6-8k-s101"]
+    assert set(final(61)) == {"recall"} and never_learned((61, 62), ("recall",))
+    assert all(final(62)[t] >= 0.9 for t in ("passkey", *SINGLE_HOP)) and final(62)["copy"] < 0.9
+    assert max(a["recall"] for a in alone.values()) < min(task_acc("nope", "recall", L, seed=s) for s in TRACK_SEEDS)
 
 
 def test_asked_alike_recall_and_recall1_held_each_other_back_asked_apart_both_learned():
@@ -1179,12 +1192,12 @@ def test_nope_does_not_learn_recall_under_any_recipe_tried():
         steps = sorted(validation_curve("nope", s, "copy").items())
         copy_from.append(next(step for i, (step, _) in enumerate(steps) if all(a >= 0.9 for _, a in steps[i:])))
     says(TASKS_PAGE, f"between {pct(min(late))}% and {pct(max(late))}% over the last 4,000 steps of every seed",
-         "as in every NoPE run of the search (rows 13, 16, 17, 23, 25, 42, 45, 49: two to four layers, two or four heads, "
-         "3,000 to 12,000 steps)",
+         "as in every NoPE run of the search (rows 13, 16, 17, 23, 25, 42, 45, 49, 61, 62: two to six layers, two or four "
+         "heads, 3,000 to 12,000 steps, `recall` alone)",
          f"NoPE learned `copy` only late, from step {min(copy_from):,} to {max(copy_from):,} (row 49's 12,000 steps on seed 7 "
          f"left it at {pct(final(49)['copy'])}%)")
-    assert max(late) < 0.5 and never_learned((13, 16, 17, 23, 25, 42, 45, 49), ("recall",))
-    assert all("nope" in recipe_table()[r]["log"] for r in (13, 16, 17, 23, 25, 42, 45, 49))
+    assert max(late) < 0.5 and never_learned((13, 16, 17, 23, 25, 42, 45, 49, 61, 62), ("recall",))
+    assert all("nope" in recipe_table()[r]["log"] for r in (13, 16, 17, 23, 25, 42, 45, 49, 61, 62))
     assert min(copy_from) > 6000
 
 

@@ -9,6 +9,7 @@ says it means: the difference does not have the same sign in every seed. Numbers
 are not committed (the prose says so where it quotes them) are not tested.
 """
 import functools
+import hashlib
 import json
 import math
 import re
@@ -1300,12 +1301,26 @@ def test_a_far_back_anchor():
         assert {r["seed"] for r in rows} == set(TRACK_SEEDS)
 
 
-def test_the_repeated_run_is_seventy_five_rows():
+def test_the_repeated_run_equals_the_track():
+    """The second clone's files (reports/tasks/reproduction) against the track's: its 75 eval.tasks rows and its
+    validation curve (training.json holds the track's; its metrics.jsonl is not committed)."""
     says(TASKS_PAGE, "ALiBi's run of seed 11 trained to byte-identical weights, with a `metrics.jsonl` equal in every field "
                      "but tokens/s, and its 75 rows (five tasks, 15 length and band cells each) equal those of "
                      "results.json.gz in every field")
+    again = TASK_REPORT / "reproduction"
     rows = [r for r in TRACK_ROWS if (r["run"], r["seed"]) == ("alibi", 11)]
+    assert previous_rows(again / "results.json.gz", "eval.tasks", "accuracy") == rows
     assert len(rows) == 75 == len(TASK_NAMES) * (1 + 2 + 3 + 4 + 5)
+    curve = {(t, r["step"]): r[f"val_acc_{t}"] for r in map(json.loads, (again / "metrics.jsonl").read_text().splitlines())
+             if "val_loss" in r for t in TASK_NAMES}
+    assert curve == {(r["task"], r["step"]): r["accuracy"] for r in TRAINING if (r["run"], r["seed"]) == ("alibi", 11)}
+
+
+def test_the_repeated_run_has_the_same_weights():
+    digest, name = (TASK_REPORT / "reproduction" / "weights.sha256").read_text().split()
+    if not (ROOT / name).exists():
+        pytest.skip(f"{name} is not on disk (runs/ is not committed); its recorded hash is {digest[:12]}")
+    assert hashlib.sha256((ROOT / name).read_bytes()).hexdigest() == digest
 
 
 def test_copy_beside_kazemnejad():

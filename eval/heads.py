@@ -9,10 +9,11 @@ token, so the share is the induction head's.
     python -m eval.heads runs/tasks/seed9/alibi runs/tasks/seed9/rope [--tasks recall1,passkey1] \
         [--samples 64] [--out reports/tasks/heads] [--resume]
 
-Writes heads.json (per run and task: the accuracy on the same sequences and the layers x heads shares),
-heads.md (per run and task: the accuracy and the head that looks most, with its share) and heads.png (each run
-and task's layers x heads shares as a small heat map); --resume keeps the rows of the runs not given (make
-extrapolation-tasks adds each seed's).
+Writes heads.json (per run and task: the accuracy on the same sequences, overall and by the order the answers
+are asked in, beside `bag_solver`'s, and the layers x heads shares), heads.md (per run and task: the accuracy and
+the head that looks most, with its share; for a task a run has not learned, its accuracy by order beside the
+solver's) and heads.png (each run and task's layers x heads shares as a small heat map); --resume keeps the rows
+of the runs not given (make extrapolation-tasks adds each seed's).
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from checkpoint import atomic_write_text, hold, load_model
 from config import ArgumentParser, UserError, run_cli
 from data.tasks import VAL_SEED, sample, task_names
 from eval.extrapolation import previous_rows, read_runs
+from eval.tasks import LEARNED
 from model.attention import causal_mask
 from model.gpt import GPT
 
@@ -84,7 +86,19 @@ def look_at_facts(model: GPT, task: str, samples: int) -> dict:
     rows, asks, facts = (torch.tensor(v) for v in (rows, asks, facts))
     right = predicted[rows, asks] == tokens[rows, asks + 1]
     share = weights[rows, :, :, asks, facts].mean(0)  # (layers, H)
-    return {"accuracy": right.float().mean().item(), "answers": len(rows), "share": share.tolist()}
+    by_order = right.view(samples, -1).float().mean(0)  # every sequence of a task asks as many questions
+    return {"accuracy": right.float().mean().item(), "answers": len(rows), "share": share.tolist(),
+            "by_order": by_order.tolist(), "bag_by_order": bag_solver(drawn).tolist()}
+
+
+def bag_solver(drawn) -> np.ndarray:
+    """The accuracy, by the order the answers are asked in, of a solver that knows the answers the facts hold
+    but not which question each belongs to: it answers with one of the answers not yet given, at random (the
+    exact expectation). It scores 1/(n - j) on the j-th of n distinct answers, 100% on a one-answer task; a
+    run near it has learned what the facts hold, not which key holds what."""
+    answers = np.stack([s.tokens[s.answers] for s in drawn])  # (samples, n)
+    n = answers.shape[1]
+    return np.mean([(answers[:, j:] == answers[:, j:j + 1]).sum(1) / (n - j) for j in range(n)], axis=1)
 
 
 def ordered(rows: list[dict]) -> tuple[list[tuple], list[str], dict[tuple, dict]]:
@@ -110,6 +124,17 @@ def markdown(rows: list[dict]) -> str:
             layer, head = np.unravel_index(share.argmax(), share.shape)
             out.append(f"{100 * r['accuracy']:.0f} · {layer}.{head} {share[layer, head]:.2f}")
         lines.append(f"| {run} | {seed} | " + " | ".join(out) + " |")
+    unlearned = [r for r in rows if r["accuracy"] < LEARNED and len(r.get("by_order", ())) > 1]
+    if unlearned:
+        lines += ["", f"Where a run is below {100 * LEARNED:.0f}% on a task of several answers: its accuracy (%) on "
+                  "each answer in the order they are asked, beside a solver that knows the answers the facts hold "
+                  "but not which question each belongs to and gives one not yet given (`bag_solver`).", "",
+                  "| run | seed | task | accuracy | by order | the solver | by order |", "|---|---:|---|---:|---|---:|---|"]
+        for r in sorted(unlearned, key=lambda r: (r["task"], r["run"], r["seed"])):
+            bag = np.mean(r["bag_by_order"])
+            lines.append(f"| {r['run']} | {r['seed']} | {r['task']} | {100 * r['accuracy']:.0f} | "
+                         f"{' '.join(f'{100 * a:.0f}' for a in r['by_order'])} | {100 * bag:.0f} | "
+                         f"{' '.join(f'{100 * a:.0f}' for a in r['bag_by_order'])} |")
     return "\n".join(lines) + "\n"
 
 

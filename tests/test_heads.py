@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from config import ModelConfig, PositionConfig
-from data.tasks import VAL_SEED, VOCAB_SIZE, sample
-from eval.heads import attention_weights, look_at_facts, main
+from data.tasks import VAL_SEED, VOCAB_SIZE, Sample, sample
+from eval.heads import attention_weights, bag_solver, look_at_facts, main, markdown
 from model.gpt import GPT
 from model.positions import ENCODINGS
 
@@ -52,14 +52,39 @@ def test_the_share_is_read_from_the_asking_token_to_the_fact(task):
     logits, weights = attention_weights(model, x)
     predicted = logits.argmax(-1)
     share, right, n = np.zeros((2, 4)), 0, 0
+    by_order = np.zeros(len(drawn[0].answers))
     for b, s in enumerate(drawn):
-        for a, f in zip(s.answers, s.facts):
+        for j, (a, f) in enumerate(zip(s.answers, s.facts)):
             share += np.array([[w[b, h, a - 1, f].item() for h in range(4)] for w in weights])
             right += int(predicted[b, a - 1]) == s.tokens[a]
+            by_order[j] += int(predicted[b, a - 1]) == s.tokens[a]
             n += 1
     assert got["answers"] == n == 5 * len(drawn[0].answers)
     assert got["accuracy"] == pytest.approx(right / n)
+    np.testing.assert_allclose(got["by_order"], by_order / 5)
     np.testing.assert_allclose(got["share"], share / n, rtol=1e-5)
+
+
+def test_the_bag_solver_gives_an_answer_not_yet_given():
+    def asking(*answers):
+        tokens = np.array([0, *answers])
+        return Sample(tokens, np.arange(1, len(tokens)), np.zeros(len(answers), dtype=int))
+    np.testing.assert_allclose(bag_solver([asking(5, 5, 6)]), [2 / 3, 1 / 2, 1])  # one 5 of three, one of two left
+    np.testing.assert_allclose(bag_solver([asking(5, 5, 6), asking(7, 8, 9)]), [(2 / 3 + 1 / 3) / 2, 1 / 2, 1])
+    copy = [sample("copy", 64, VAL_SEED, j) for j in range(3)]  # seven distinct answers: 1/7, 1/6 ... 1
+    np.testing.assert_allclose(bag_solver(copy), 1 / np.arange(7, 0, -1))
+    assert bag_solver([sample("passkey1", 64, VAL_SEED, 0)]).tolist() == [1.0]
+
+
+def test_the_tasks_a_run_has_not_learned_are_shown_by_order():
+    row = {"run": "nope", "seed": 3, "share": [[0.1, 0.2]], "answers": 16}
+    rows = [dict(row, task="recall", accuracy=0.375, by_order=[0.25, 0.5], bag_by_order=[0.5, 1.0]),
+            dict(row, task="copy", accuracy=0.95, by_order=[1.0, 0.9], bag_by_order=[0.5, 1.0]),
+            dict(row, task="passkey1", accuracy=0.5, by_order=[0.5], bag_by_order=[1.0])]
+    text = markdown(rows)
+    assert "| nope | 3 | recall | 38 | 25 50 | 75 | 50 100 |" in text
+    assert "| nope | 3 | copy |" not in text and "| nope | 3 | passkey1 |" not in text  # learned; one answer
+    assert "by order" not in markdown(rows[1:])
 
 
 def test_the_command_writes_its_tables_and_refuses_bad_input(tmp_path, capsys):

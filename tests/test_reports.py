@@ -1183,7 +1183,8 @@ def test_what_each_encoding_learned():
         assert learned_at_L("rope", seed) == learned_at_L("alibi", seed) == set(TASK_NAMES)
         assert learned_at_L("nope", seed) == set(TASK_NAMES) - {"recall"}
     says(README, "RoPE and ALiBi learned all five tasks at L in every seed, NoPE all but `recall` "
-                 f"({acc_span(recall)}; it forms no induction head for it)")
+                 f"({acc_span(recall)}; it forms no induction head for it and answers from the values a sequence holds, not "
+                 "which key holds which)")
 
 
 def validation_curve(run: str, seed: int, task: str) -> dict[int, float]:
@@ -1704,3 +1705,21 @@ def test_nope_forms_no_induction_head_for_recall():
     says(TASKS_PAGE, f"its largest share on the value to recall is {acc_span(recall)} in every seed, while for `copy` and "
                      f"`passkey`, learned in every seed, a head gives the target {acc_span(induction)}")
     assert max(recall) < 0.2 < min(induction)
+
+
+def test_nope_answers_recall_from_the_bag_of_values():
+    """NoPE's recall climbs with the order the keys are asked in, as a solver that knows the facts' values but not
+    which key holds each (eval.heads.bag_solver) does; the solver's curve is the same in every seed (the same
+    validation sequences)."""
+    rows = [heads()[("nope", s, "recall")] for s in TRACK_SEEDS]
+    first, last = [r["by_order"][0] for r in rows], [r["by_order"][-1] for r in rows]
+    bag = rows[0]["bag_by_order"]
+    assert all(r["bag_by_order"] == bag for r in rows)
+    says(TASKS_PAGE, f"its accuracy climbs with the order the keys are asked in, from {acc_span(first)} on the first to "
+                     f"{acc_span(last)} on the last, the curve of a solver that knows which values the facts hold but not "
+                     f"which key holds each and answers with one not yet given ({pct(bag[0])}% on the first, 100% on the "
+                     f"last, {pct(statistics.mean(bag))}% overall; NoPE {acc_span(r['accuracy'] for r in rows)} on "
+                     "these sequences)")
+    assert bag[-1] == 1 and all(a < b for a, b in zip(bag, bag[1:]))
+    assert all(r["by_order"][-1] > 2 * r["by_order"][0] for r in rows)
+    assert all(abs(r["accuracy"] - statistics.mean(bag)) < 0.1 for r in rows)

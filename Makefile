@@ -145,7 +145,7 @@ task-anchor: install
 		--context-method "{type: sinks, sinks: 64, window: 384}"
 
 # Training-free context methods on the track's runs (model/context.py, each at its defaults from the run's L):
-# RoPE, ALiBi and T5 (where trained) of each seed at 1x-16x L without a scaling, a seed at a time
+# RoPE and ALiBi of each seed at 1x-16x L without a scaling, a seed at a time
 # (task-context/METHOD/SEED, 3-4 core-minutes a run, log-n under 1: make -j2 task-context THREADS=1), merged into
 # reports/tasks/context/METHOD (RESUME=1: into its rows).
 CONTEXT_METHODS ?= self-extend rerope leaky-rerope dca sinks logn
@@ -154,7 +154,7 @@ task-context: $(foreach m,$(CONTEXT_METHODS),$(addprefix task-context/$(m)/,$(SE
 		$(addprefix runs/tasks/context/$(m)/seed,$(SEED_NUMBERS)) --out reports/tasks/context/$(m);)
 
 task-context/%: install
-	$(RUN_PY) -m eval.tasks $(wildcard $(addprefix runs/tasks/seed$(notdir $*)/,rope alibi t5)) \
+	$(RUN_PY) -m eval.tasks runs/tasks/seed$(notdir $*)/rope runs/tasks/seed$(notdir $*)/alibi \
 		--context-method $(patsubst %/,%,$(dir $*)) --out runs/tasks/context/$(dir $*)seed$(notdir $*) $(EVAL_RESUME)
 
 # The same methods in the text study: perplexity of its RoPE, ALiBi and T5 runs (trained first where missing) at

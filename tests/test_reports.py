@@ -1132,10 +1132,15 @@ def learned_at_L(run: str, seed: int = 11) -> set[str]:
     return {t for (r, s, t), ok in learned(TRACK_ROWS).items() if (r, s) == (run, seed) and ok}
 
 
+def listed(items) -> str:
+    """'11 and 16', '11, 14 and 16': the report's way of listing."""
+    items = [str(i) for i in items]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def per_seed(values) -> str:
     """'15% and 7%' for two seeds, '15%, 7% and 9%' for three: the report's way of quoting a value per seed."""
-    values = [f"{v}%" for v in values]
-    return values[0] if len(values) == 1 else ", ".join(values[:-1]) + " and " + values[-1]
+    return listed(f"{v}%" for v in values)
 
 
 def acc_span(values) -> str:
@@ -1283,7 +1288,7 @@ def test_nope_past_L():
                      + per_seed([pct(v) for v in far]) + f" of those L to 2L back; at 4x L {acc_span(copy[X4])}, at 16x "
                      f"{acc_span(copy[X16])}")
     holds = [s for s, n, f in zip(TRACK_SEEDS, near, far) if n >= 0.8 and f >= 0.8]
-    says(TASKS_PAGE, f"Where it holds at 2x (seeds {per_seed(holds)[:-1].replace('%', '')}), it holds at both distances")
+    says(TASKS_PAGE, f"Where it holds at 2x (seeds {listed(holds)}), it holds at both distances")
     assert all((n >= 0.8) == (f >= 0.8) for n, f in zip(near, far)) and holds == [11, 14, 16]
 
 

@@ -796,7 +796,7 @@ def never_learned(rows, tasks) -> bool:
 
 def test_every_cell_of_the_recipe_search_is_its_log():
     table = recipe_table()
-    assert sorted(table) == list(range(1, 63))
+    assert sorted(table) == list(range(1, 66))
     for number, entry in table.items():
         logged = final(number)
         for task in TASK_NAMES:
@@ -956,6 +956,24 @@ def test_nope_learned_recall_neither_alone_nor_with_six_layers():
     assert set(final(61)) == {"recall"} and never_learned((61, 62), ("recall",))
     assert all(final(62)[t] >= 0.9 for t in ("passkey", *SINGLE_HOP)) and final(62)["copy"] < 0.9
     assert max(a["recall"] for a in alone.values()) < min(task_acc("nope", "recall", L, seed=s) for s in TRACK_SEEDS)
+
+
+def test_neither_a_learning_rate_nor_width_teaches_nope_recall():
+    table = recipe_table()
+    assert [table[r]["log"] for r in (45, 63, 64, 65)] == ["l4-nope-s7", "nope-lr1e-3-s7", "nope-lr1e-2-s7", "nope-d128-s7"]
+    slow, fast, wide, base = final(63), final(64), final(65), final(45)
+    says(TASKS_PAGE, f"With lr 1e-3 NoPE learned less than with 3e-3 (`copy` {pct(slow['copy'])}%, `passkey` {pct(slow['passkey'])}%)",
+         f"1e-2 it learned `copy` from step {first_learned('nope-lr1e-2-s7', 'copy'):,} ({pct(fast['copy'])}% at 8,000) and "
+         f"`passkey` from step {first_learned('nope-lr1e-2-s7', 'passkey'):,}, where 3e-3 had left `copy` at {pct(base['copy'])}% "
+         f"(and {pct(final(49)['copy'])}% after 12,000 steps, row 49)",
+         f"d 128 learned less than d 64 (`copy` {pct(wide['copy'])}%, `passkey` {pct(wide['passkey'])}%)")
+    assert all(slow[t] < base[t] for t in INDUCTION) and all(wide[t] < base[t] for t in INDUCTION)
+    assert first_learned("l4-nope-s7", "copy") is None and first_learned("l4-nope-s7", "passkey") > 6000
+    ends = [final(r)["recall"] for r in (63, 64, 65)]
+    most = max(a["recall"] for r in (63, 64, 65) for a in recipe_log(table[r]["log"]).values())
+    says(TASKS_PAGE, f"`recall` ended at {pct(ends[0])}%, {pct(ends[1])}% and {pct(ends[2])}%, {pct(most)}% at most at any "
+                     f"step, below row 45's {pct(base['recall'])}%")
+    assert most < base["recall"] and never_learned((63, 64, 65), ("recall",))
 
 
 def test_asked_alike_recall_and_recall1_held_each_other_back_asked_apart_both_learned():

@@ -7,7 +7,10 @@ recall, passkey) the token that holds the answer is the one after the earlier oc
 token, so the share is the induction head's.
 
     python -m eval.heads runs/tasks/seed9/alibi runs/tasks/seed9/rope [--tasks recall1,passkey1] \
-        [--samples 64] [--out reports/tasks/heads] [--resume]
+        [--samples 64] [--length 2048] [--out reports/tasks/heads] [--resume]
+
+--length reads sequences of that many tokens instead of L: whether the head that retrieves at L still
+gives the fact its attention where the run fails or holds past L.
 
 Writes heads.json (per run and task: the accuracy on the same sequences, overall and by the order the answers
 are asked in, beside `bag_solver`'s, and the layers x heads shares), heads.md (per run and task: the accuracy and
@@ -39,6 +42,7 @@ from model.gpt import GPT
 
 RESULTS = "heads.json"
 DEFAULT_SAMPLES = 64
+MAX_WEIGHTS = 1 << 28  # attention weights held at once (1 GiB of float32): long sequences go a few at a time
 
 
 def attention_weights(model: GPT, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -73,21 +77,27 @@ def attention_weights(model: GPT, x: torch.Tensor) -> tuple[torch.Tensor, list[t
     return logits, weights
 
 
-def look_at_facts(model: GPT, task: str, samples: int) -> dict:
-    """A task's first `samples` validation sequences at L: the accuracy on their answers, and for each layer
-    and head the mean attention share from the token that asks for an answer to the token that holds it."""
-    L = model.cfg.max_seq_len
-    drawn = [sample(task, L + 1, VAL_SEED, j) for j in range(samples)]
-    tokens = torch.from_numpy(np.stack([s.tokens for s in drawn]))
-    x = tokens[:, :-1]
-    logits, weights = attention_weights(model, x)
-    weights, predicted = torch.stack(weights, dim=1), logits.argmax(-1)  # (B, layers, H, T, T), (B, T)
-    rows, asks, facts = zip(*[(b, a - 1, f) for b, s in enumerate(drawn) for a, f in zip(s.answers, s.facts)])
-    rows, asks, facts = (torch.tensor(v) for v in (rows, asks, facts))
-    right = predicted[rows, asks] == tokens[rows, asks + 1]
-    share = weights[rows, :, :, asks, facts].mean(0)  # (layers, H)
+def look_at_facts(model: GPT, task: str, samples: int, length: int | None = None) -> dict:
+    """A task's first `samples` validation sequences of `length` tokens (default L): the accuracy on their
+    answers, and for each layer and head the mean attention share from the token that asks for an answer to
+    the token that holds it."""
+    cfg = model.cfg
+    n = length or cfg.max_seq_len
+    drawn = [sample(task, n + 1, VAL_SEED, j) for j in range(samples)]
+    per_call = max(1, MAX_WEIGHTS // (cfg.n_layers * cfg.n_heads * n * n))
+    right, shares = [], []
+    for first in range(0, samples, per_call):
+        part = drawn[first:first + per_call]
+        tokens = torch.from_numpy(np.stack([s.tokens for s in part]))
+        logits, weights = attention_weights(model, tokens[:, :-1])
+        weights, predicted = torch.stack(weights, dim=1), logits.argmax(-1)  # (B, layers, H, T, T), (B, T)
+        rows, asks, facts = zip(*[(b, a - 1, f) for b, s in enumerate(part) for a, f in zip(s.answers, s.facts)])
+        rows, asks, facts = (torch.tensor(v) for v in (rows, asks, facts))
+        right.append(predicted[rows, asks] == tokens[rows, asks + 1])
+        shares.append(weights[rows, :, :, asks, facts])  # (answers, layers, H)
+    right, share = torch.cat(right), torch.cat(shares).mean(0)
     by_order = right.view(samples, -1).float().mean(0)  # every sequence of a task asks as many questions
-    return {"accuracy": right.float().mean().item(), "answers": len(rows), "share": share.tolist(),
+    return {"accuracy": right.float().mean().item(), "answers": len(right), "share": share.tolist(),
             "by_order": by_order.tolist(), "bag_by_order": bag_solver(drawn).tolist()}
 
 
@@ -109,7 +119,9 @@ def ordered(rows: list[dict]) -> tuple[list[tuple], list[str], dict[tuple, dict]
 
 def markdown(rows: list[dict]) -> str:
     runs, tasks, by_key = ordered(rows)
-    lines = ["Per run and task: the accuracy (%) on the answers of the validation sequences at L, and the head that "
+    length = rows[0].get("length") if rows else None  # one length a file: main refuses to mix them
+    at = "at L" if length is None else f"of {length} tokens"
+    lines = [f"Per run and task: the accuracy (%) on the answers of the validation sequences {at}, and the head that "
              "gives the token holding the answer most attention from the token that asks for it (layer.head, "
              "counted from 0), with its mean share.", "",
              "| run | seed | " + " | ".join(tasks) + " |", "|---|---:|" + "---|" * len(tasks)]
@@ -170,6 +182,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--tasks", default=None, help="tasks to look at (default: each run's own)")
     parser.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
                         help=f"validation sequences per task (default {DEFAULT_SAMPLES})")
+    parser.add_argument("--length", type=int, default=None,
+                        help="tokens a sequence (default: each run's training length L)")
     parser.add_argument("--out", type=Path, default=Path("reports/tasks/heads"))
     parser.add_argument("--resume", action="store_true", help=f"keep the rows in --out/{RESULTS} of other runs")
     args = parser.parse_args(argv)
@@ -178,6 +192,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     def work() -> list[dict]:
         if args.samples < 1:
             raise UserError(f"--samples must be >= 1, got {args.samples}")
+        if args.length is not None and args.length < 1:
+            raise UserError(f"--length must be >= 1, got {args.length}")
         asked = None if args.tasks is None else task_names(f"tasks:{args.tasks}")
         if args.out.exists() and not args.out.is_dir():
             raise UserError(f"--out {args.out} is a file, not a folder")
@@ -186,11 +202,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
         measured = {(run.name, run.seed) for run in runs}
         kept = previous_rows(args.out / RESULTS, "eval.heads", "share") if args.resume else []
         rows = [r for r in kept if (r["run"], r["seed"]) not in measured]
+        if any(r.get("length") != args.length for r in rows):
+            raise UserError(f"{args.out / RESULTS} holds rows of another --length: give another --out")
         for run in runs:
             model = load_model(run.path)
             for task in asked or task_names(run.data.source):
                 rows.append({"run": run.name, "seed": run.seed, "position": run.position, "task": task,
-                             **look_at_facts(model, task, args.samples)})
+                             **({} if args.length is None else {"length": args.length}),
+                             **look_at_facts(model, task, args.samples, args.length)})
         return rows
 
     with held:

@@ -65,6 +65,24 @@ def test_the_share_is_read_from_the_asking_token_to_the_fact(task):
     np.testing.assert_allclose(got["share"], share / n, rtol=1e-5)
 
 
+@torch.no_grad()
+def test_long_sequences_go_a_few_at_a_time_with_the_same_result(monkeypatch):
+    import eval.heads
+    model = tiny("t5")
+    whole = look_at_facts(model, "recall", samples=6, length=96)  # 3x L, past the training length
+    assert whole["answers"] == 6 * 8 and len(whole["share"]) == 2
+    monkeypatch.setattr(eval.heads, "MAX_WEIGHTS", 2 * 4 * 96 * 96 * 4)  # four sequences a forward pass: 4 + 2
+    parts = look_at_facts(model, "recall", samples=6, length=96)
+    assert parts["accuracy"] == whole["accuracy"] and parts["by_order"] == whole["by_order"]
+    np.testing.assert_allclose(parts["share"], whole["share"], rtol=1e-5)
+    drawn = [sample("recall", 97, VAL_SEED, j) for j in range(6)]  # the length is the sequences', not L's
+    x = torch.from_numpy(np.stack([s.tokens for s in drawn]))[:, :-1]
+    weights = attention_weights(model, x)[1]
+    first = np.mean([[[w[b, h, a - 1, f].item() for h in range(4)] for w in weights]
+                     for b, s in enumerate(drawn) for a, f in zip(s.answers, s.facts)], axis=0)
+    np.testing.assert_allclose(whole["share"], first, rtol=1e-5)
+
+
 def test_the_bag_solver_gives_an_answer_not_yet_given():
     def asking(*answers):
         tokens = np.array([0, *answers])
@@ -108,8 +126,16 @@ def test_the_command_writes_its_tables_and_refuses_bad_input(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit:
         main([str(run), "--out", str(tmp_path / "out"), "--resume"])
     assert exit.value.code == 2 and json.loads((tmp_path / "out" / "heads.json").read_text()) == {}
-    for bad in (["--samples", "0"], ["--tasks", "recall9"]):
+    for bad in (["--samples", "0"], ["--tasks", "recall9"], ["--length", "0"]):
         with pytest.raises(SystemExit) as exit:
             main([str(run), "--out", str(tmp_path / "bad"), *bad])
         assert exit.value.code == 2 and not (tmp_path / "bad").exists()
+    long = main([str(run), "--samples", "2", "--length", "64", "--out", str(tmp_path / "long")])
+    assert {(r["length"], r["answers"]) for r in long} == {(64, 16), (64, 2)}
+    assert "validation sequences of 64 tokens" in (tmp_path / "long" / "heads.md").read_text()
+    kept = [dict(long[0], run="other")]  # another run's rows at 64 tokens, then this run's at L: refused
+    (tmp_path / "long" / "heads.json").write_text(json.dumps(kept))
+    with pytest.raises(SystemExit) as exit:
+        main([str(run), "--tasks", "passkey1", "--out", str(tmp_path / "long"), "--resume"])
+    assert exit.value.code == 2 and json.loads((tmp_path / "long" / "heads.json").read_text()) == kept
     assert "error:" in capsys.readouterr().err

@@ -13,9 +13,9 @@ token, so the share is the induction head's.
 gives the fact its attention where the run fails or holds past L.
 
 Writes heads.json (per run and task: the accuracy on the same sequences, overall and by the order the answers
-are asked in, beside `bag_solver`'s, and the layers x heads shares), heads.md (per run and task: the accuracy and
-the head that looks most, with its share; for a task a run has not learned, its accuracy by order beside the
-solver's) and heads.png (each run and task's layers x heads shares as a small heat map); --resume keeps the rows
+are asked in, beside `bag_solver`'s, and the layers x heads shares, for the induction tasks the previous-token
+shares too), heads.md (per run and task: the accuracy and the head that looks most, with its share; the
+previous-token head; for a task a run has not learned, its accuracy by order beside the solver's) and heads.png (each run and task's layers x heads shares as a small heat map); --resume keeps the rows
 of the runs not given (make extrapolation-tasks adds each seed's).
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from checkpoint import atomic_write_text, hold, load_model
 from config import ArgumentParser, UserError, run_cli
-from data.tasks import VAL_SEED, sample, task_names
+from data.tasks import TASKS, VAL_SEED, sample, task_names
 from eval.extrapolation import previous_rows, read_runs
 from eval.tasks import LEARNED
 from model.attention import causal_mask
@@ -80,12 +80,14 @@ def attention_weights(model: GPT, x: torch.Tensor) -> tuple[torch.Tensor, list[t
 def look_at_facts(model: GPT, task: str, samples: int, length: int | None = None) -> dict:
     """A task's first `samples` validation sequences of `length` tokens (default L): the accuracy on their
     answers, and for each layer and head the mean attention share from the token that asks for an answer to
-    the token that holds it."""
+    the token that holds it; for the induction tasks also the share from the token that holds it to the token
+    before it (the key for recall): the previous-token head, the circuit's first half."""
     cfg = model.cfg
+    induction = TASKS[task].holder == 1  # the answer sits one token after what the asking token matches
     n = length or cfg.max_seq_len
     drawn = [sample(task, n + 1, VAL_SEED, j) for j in range(samples)]
     per_call = max(1, MAX_WEIGHTS // (cfg.n_layers * cfg.n_heads * n * n))
-    right, shares = [], []
+    right, shares, previous = [], [], []
     for first in range(0, samples, per_call):
         part = drawn[first:first + per_call]
         tokens = torch.from_numpy(np.stack([s.tokens for s in part]))
@@ -95,10 +97,13 @@ def look_at_facts(model: GPT, task: str, samples: int, length: int | None = None
         rows, asks, facts = (torch.tensor(v) for v in (rows, asks, facts))
         right.append(predicted[rows, asks] == tokens[rows, asks + 1])
         shares.append(weights[rows, :, :, asks, facts])  # (answers, layers, H)
+        if induction:
+            previous.append(weights[rows, :, :, facts, facts - 1])
     right, share = torch.cat(right), torch.cat(shares).mean(0)
     by_order = right.view(samples, -1).float().mean(0)  # every sequence of a task asks as many questions
     return {"accuracy": right.float().mean().item(), "answers": len(right), "share": share.tolist(),
-            "by_order": by_order.tolist(), "bag_by_order": bag_solver(drawn).tolist()}
+            "by_order": by_order.tolist(), "bag_by_order": bag_solver(drawn).tolist(),
+            **({"previous": torch.cat(previous).mean(0).tolist()} if induction else {})}
 
 
 def bag_solver(drawn) -> np.ndarray:
@@ -117,6 +122,13 @@ def ordered(rows: list[dict]) -> tuple[list[tuple], list[str], dict[tuple, dict]
     return runs, list(dict.fromkeys(r["task"] for r in rows)), {(r["run"], r["seed"], r["task"]): r for r in rows}
 
 
+def top_head(share) -> str:
+    """'layer.head share' of the head with the largest share (layers x heads)."""
+    share = np.array(share)
+    layer, head = np.unravel_index(share.argmax(), share.shape)
+    return f"{layer}.{head} {share[layer, head]:.2f}"
+
+
 def markdown(rows: list[dict]) -> str:
     runs, tasks, by_key = ordered(rows)
     length = rows[0].get("length") if rows else None  # one length a file: main refuses to mix them
@@ -132,10 +144,17 @@ def markdown(rows: list[dict]) -> str:
             if r is None:
                 out.append("")
                 continue
-            share = np.array(r["share"])
-            layer, head = np.unravel_index(share.argmax(), share.shape)
-            out.append(f"{100 * r['accuracy']:.0f} · {layer}.{head} {share[layer, head]:.2f}")
+            out.append(f"{100 * r['accuracy']:.0f} · {top_head(r['share'])}")
         lines.append(f"| {run} | {seed} | " + " | ".join(out) + " |")
+    with_previous = [t for t in tasks if any("previous" in r for r in rows if r["task"] == t)]
+    if with_previous:
+        lines += ["", "The induction tasks' first half: the head that gives a fact's token the most attention on the token "
+                  "before it (the key, for recall), with its mean share.", "",
+                  "| run | seed | " + " | ".join(with_previous) + " |", "|---|---:|" + "---|" * len(with_previous)]
+        for run, seed in sorted(runs, key=lambda rs: (rs[1], rs[0])):
+            out = [top_head(r["previous"]) if "previous" in (r := by_key.get((run, seed, task), {})) else ""
+                   for task in with_previous]
+            lines.append(f"| {run} | {seed} | " + " | ".join(out) + " |")
     unlearned = [r for r in rows if r["accuracy"] < LEARNED and len(r.get("by_order", ())) > 1]
     if unlearned:
         lines += ["", f"Where a run is below {100 * LEARNED:.0f}% on a task of several answers: its accuracy (%) on "

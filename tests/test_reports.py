@@ -1778,6 +1778,26 @@ def heads() -> dict[tuple[str, int, str], dict]:
     return out
 
 
+
+def test_where_recall_is_unlearned_the_previous_token_head_is_weaker():
+    prev = {(run, s): max(max(row) for row in heads()[(run, s, "recall")]["previous"])
+            for s in TRACK_SEEDS for run in ("rope", "alibi", "nope", "t5")}
+    unlearned = sorted(k for k in prev if "recall" not in learned_at_L(*k))
+    learned = [k for k in prev if k not in unlearned]
+    def span(keys):
+        return acc_span(prev[k] for k in keys)
+    assert unlearned == sorted([("nope", s) for s in TRACK_SEEDS] + [("t5", 16)])
+    says(TASKS_PAGE, f"NoPE's previous-token head gives the key {span(k for k in unlearned if k[0] == 'nope')} and T5's on "
+                     f"seed 16 {pct(prev['t5', 16])}%, where the runs that learned `recall` give it {span(learned)} (ALiBi "
+                     f"{span(k for k in learned if k[0] == 'alibi')}, RoPE {span(k for k in learned if k[0] == 'rope')}, "
+                     f"T5 {span(k for k in learned if k[0] == 't5')})")
+    top_nope = max((k for k in unlearned if k[0] == "nope"), key=prev.get)
+    low_learned = min(learned, key=prev.get)
+    says(TASKS_PAGE, f"The ranges meet (NoPE on seed {top_nope[1]}, ALiBi on seed {low_learned[1]})")
+    assert low_learned[0] == "alibi" and prev[top_nope] > prev[low_learned]
+    assert statistics.mean(prev[k] for k in unlearned) < statistics.mean(prev[k] for k in learned)
+
+
 def test_the_heads_probe_covers_every_recipe_run_of_the_track():
     says(TASKS_PAGE, "python -m eval.heads runs/tasks/seed{11,12,13,14,15,16}/{rope,alibi,nope,t5} --out reports/tasks/heads")
     runs = {(run, seed) for run, seed, _ in heads()}

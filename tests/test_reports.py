@@ -1436,6 +1436,16 @@ def test_past_L_the_induction_head_loses_the_fact_but_in_t5_seed_14():
     says(TASKS_PAGE, "Past L the induction head loses the fact, in every run but this one")
     assert at_16x["t5", 14] > 0.8 > max(at_16x[k] for k in others)
     assert all(at_16x[k] < 0.7 * at_L[k] for k in others) and abs(at_16x["t5", 14] - at_L["t5", 14]) < 0.02
+    prev_L = {key: max(map(max, heads()[(*key, "copy")]["previous"])) for key in far}
+    prev_16x = {key: max(map(max, r["previous"])) for key, r in far.items()}
+    kept = [s for s in TRACK_SEEDS if prev_16x["t5", s] > 0.5]
+    says(TASKS_PAGE, f"its previous-token head gives the token before {acc_span(prev_L['rope', s] for s in TRACK_SEEDS)} at L "
+                     f"and {acc_span(prev_16x['rope', s] for s in TRACK_SEEDS)} at 16x L; T5's keeps it on seeds {listed(kept)} "
+                     f"({acc_span(prev_16x['t5', s] for s in kept)}) and loses it on the others "
+                     f"({acc_span(prev_16x['t5', s] for s in TRACK_SEEDS if s not in kept)}), so on seeds "
+                     f"{listed(s for s in kept if s != 14)} its second half alone fails")
+    assert all(at_16x["t5", s] < 0.5 for s in kept if s != 14)
+    assert all(prev_16x["rope", s] < prev_L["rope", s] / 2 for s in TRACK_SEEDS)
     assert far["t5", 14]["accuracy"] > 0.99 and max(far[k]["accuracy"] for k in others) < 0.6
     assert all("copy" in learned_at_L("nope", s) for s in TRACK_SEEDS)
     assert all(task_acc("nope", "copy", X2, seed=s) < task_acc("alibi", "copy", X2, seed=s) for s in TRACK_SEEDS)

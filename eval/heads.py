@@ -15,8 +15,9 @@ gives the fact its attention where the run fails or holds past L.
 Writes heads.json (per run and task: the accuracy on the same sequences, overall and by the order the answers
 are asked in, beside `bag_solver`'s, and the layers x heads shares, for the induction tasks the previous-token
 shares too), heads.md (per run and task: the accuracy and the head that looks most, with its share; the
-previous-token head; for a task a run has not learned, its accuracy by order beside the solver's) and heads.png (each run and task's layers x heads shares as a small heat map); --resume keeps the rows
-of the runs not given (make extrapolation-tasks adds each seed's).
+previous-token head; for a task a run has not learned, its accuracy by order beside the solver's) and
+heads.png (each run and task's layers x heads shares as a small heat map); --resume keeps the rows of the
+runs not given (make extrapolation-tasks adds each seed's).
 """
 from __future__ import annotations
 

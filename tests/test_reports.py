@@ -992,6 +992,20 @@ def test_shorter_sequences_a_start_token_or_more_heads_teach_nope_copy_not_recal
     assert never_learned((67, 68, 69), ("recall",)) and final(45)["copy"] < 0.9
 
 
+def test_a_step_of_the_track_is_compute_bound():
+    eager, compiled = (json.loads((TASK_REPORT / folder / "profile.json").read_text())
+                       for folder in ("profile", "profile/compiled"))
+    assert (eager["config"], eager["device"], eager["compile"], compiled["compile"]) == (
+        "configs/tasks.yaml", "x86_64 CPU, 1 threads", False, True)
+    assert (eager["batch_size"], eager["seq_len"]) == (32, 128)
+    share = {k: f"{100 * v:.0f}" for k, v in eager["shares"].items()}
+    says(TASKS_PAGE, f"a step of 32 x 128 tokens takes {eager['step_ms']:.0f} ms on one thread, {share['matmul']}% of it in "
+                     f"matrix products, {share['attention']}% in attention (PyTorch's flash kernel for the CPU) and "
+                     f"{share['idle']}% outside any operator; compiled, {compiled['step_ms']:.0f} ms "
+                     f"({eager['step_ms'] / compiled['step_ms']:.2f}x)")
+    assert eager["shares"]["idle"] < 0.1 and eager["step_ms"] / compiled["step_ms"] < 1.2
+
+
 def test_asked_alike_recall_and_recall1_held_each_other_back_asked_apart_both_learned():
     says(TASKS_PAGE, "ALiBi on seed 1 reached `recall` 98% and `recall1` 52% (row 22), ALiBi on seed 4 `recall1` 94% "
                      "and `recall` 17% (row 28), and RoPE on seed 3 `recall` 26% (row 29)",

@@ -796,7 +796,7 @@ def never_learned(rows, tasks) -> bool:
 
 def test_every_cell_of_the_recipe_search_is_its_log():
     table = recipe_table()
-    assert sorted(table) == list(range(1, 71))
+    assert sorted(table) == list(range(1, 73))
     for number, entry in table.items():
         logged = final(number)
         for task in TASK_NAMES:
@@ -1004,6 +1004,21 @@ def test_a_step_of_the_track_is_compute_bound():
                      f"{share['idle']}% outside any operator; compiled, {compiled['step_ms']:.0f} ms "
                      f"({eager['step_ms'] / compiled['step_ms']:.2f}x)")
     assert eager["shares"]["idle"] < 0.1 and eager["step_ms"] / compiled["step_ms"] < 1.2
+
+
+def test_a_higher_learning_rate_does_not_carry_alibi_through_8000_steps_on_every_seed():
+    table = recipe_table()
+    logs = [table[r]["log"] for r in (70, 71, 72)]
+    assert logs == ["alibi-lr1e-2-8k-s10", "alibi-lr1e-2-8k-s11", "alibi-lr1e-2-8k-s13"]
+    thirteen = final(72)
+    says(TASKS_PAGE, f"where 8,000 steps at 3e-3 left `recall1` at {pct(final(47)['recall1'])}% (row 47), it learned all "
+                     f"five tasks at its last step (`recall1` {pct(final(70)['recall1'])}%); on seed 11 from step "
+                     f"{learned_from(logs[1]):,}, where the committed recipe took to step {learned_from('l4-12k-alibi-s11'):,}",
+         f"on seed 13 it left `recall` at {pct(thirteen['recall'])}% and `recall1` at {pct(thirteen['recall1'])}% "
+         f"({pct(max(a['recall1'] for a in recipe_log(logs[2]).values()))}% at most), where the committed recipe learned "
+         f"both by step {learned_from('l4-12k-alibi-s13'):,}")
+    assert learned_from(logs[0]) == 8000 and learned_from(logs[1]) < 8000
+    assert never_learned((72,), ("recall", "recall1")) and first_learned("l4-alibi-s10", "recall1") is None
 
 
 def test_asked_alike_recall_and_recall1_held_each_other_back_asked_apart_both_learned():

@@ -796,7 +796,7 @@ def never_learned(rows, tasks) -> bool:
 
 def test_every_cell_of_the_recipe_search_is_its_log():
     table = recipe_table()
-    assert sorted(table) == list(range(1, 73))
+    assert sorted(table) == list(range(1, 75))
     for number, entry in table.items():
         logged = final(number)
         for task in TASK_NAMES:
@@ -990,6 +990,16 @@ def test_shorter_sequences_a_start_token_or_more_heads_teach_nope_copy_not_recal
          f"{pct(most)}% at most at any step")
     assert all(r[t] >= 0.9 for r in rows for t in ("copy", "passkey", *SINGLE_HOP))
     assert never_learned((67, 68, 69), ("recall",)) and final(45)["copy"] < 0.9
+
+
+def test_a_curriculum_over_distance_does_not_teach_nope_recall():
+    table = recipe_table()
+    assert [table[r]["log"] for r in (73, 74)] == ["nope-curr-s7", "nope-curr-lr1e-2-s7"]
+    slow, fast = final(73), final(74)
+    most = max(a["recall"] for r in (73, 74) for a in recipe_log(table[r]["log"]).values())
+    says(TASKS_PAGE, f"`recall` ended at {pct(slow['recall'])}% and {pct(fast['recall'])}% ({pct(most)}% at most at any step), "
+                     f"`copy` at {pct(slow['copy'])}% and {pct(fast['copy'])}%")
+    assert never_learned((73, 74), ("recall",)) and all(final(r)[t] >= 0.9 for r in (73, 74) for t in SINGLE_HOP)
 
 
 def test_a_step_of_the_track_is_compute_bound():
@@ -1284,15 +1294,16 @@ def validation_curve(run: str, seed: int, task: str) -> dict[int, float]:
     return {r["step"]: r["accuracy"] for r in TRAINING if (r["run"], r["seed"], r["task"]) == (run, seed, task)}
 
 
-NOPE_ROWS = (13, 16, 17, 23, 25, 42, 45, 49, 61, 62, 63, 64, 65, 66, 67, 68, 69)  # every NoPE run of the recipe search
+NOPE_ROWS = (13, 16, 17, 23, 25, 42, 45, 49, 61, 62, 63, 64, 65, 66, 67, 68, 69, 73, 74)  # every NoPE run of the recipe search
 
 
 def test_nope_does_not_learn_recall_under_any_recipe_tried():
     late = [a for s in TRACK_SEEDS for step, a in validation_curve("nope", s, "recall").items() if step > 8000]
     copy_from = [learned_step(validation_curve("nope", s, "copy")) for s in TRACK_SEEDS]
     says(TASKS_PAGE, f"between {pct(min(late))}% and {pct(max(late))}% over the last 4,000 steps of every seed",
-         "as in every NoPE run of the search (rows 13, 16, 17, 23, 25, 42, 45, 49, 61-69: two to six layers, two to eight "
-         "heads, 3,000 to 12,000 steps, `recall` alone, lr 1e-3 to 3e-2, d 64 or 128, L 64 or 128, a start token)",
+         "as in every NoPE run of the search (rows 13, 16, 17, 23, 25, 42, 45, 49, 61-69, 73-74: two to six layers, two to "
+         "eight heads, 3,000 to 12,000 steps, `recall` alone, lr 1e-3 to 3e-2, d 64 or 128, L 64 or 128, a start token, a "
+         "curriculum over distance)",
          f"NoPE learned `copy` only late, from step {min(copy_from):,} to {max(copy_from):,} (row 49's 12,000 steps on seed 7 "
          f"left it at {pct(final(49)['copy'])}%)")
     assert max(late) < 0.5 and never_learned(NOPE_ROWS, ("recall",))

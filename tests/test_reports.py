@@ -788,6 +788,11 @@ def final(row: int) -> dict[str, float]:
     return recipe_log(entry["log"])[int(entry["step"].split()[0])]
 
 
+def at_most(rows, task) -> float:
+    """The largest accuracy on the task at any logged step of the rows."""
+    return max(a[task] for r in rows for a in recipe_log(recipe_table()[r]["log"]).values())
+
+
 def never_learned(rows, tasks) -> bool:
     """Below 90% at every logged step of each row, for each task the row trained."""
     logs = [recipe_log(recipe_table()[r]["log"]) for r in rows]
@@ -973,7 +978,7 @@ def test_neither_a_learning_rate_nor_width_teaches_nope_recall():
     assert faster["copy"] < fast["copy"] and faster["passkey"] < fast["passkey"]
     assert first_learned("l4-nope-s7", "copy") is None and first_learned("l4-nope-s7", "passkey") > 6000
     ends = [pct(final(r)["recall"]) for r in (63, 64, 66, 65)]  # by lr, then width
-    most = max(a["recall"] for r in (63, 64, 65, 66) for a in recipe_log(table[r]["log"]).values())
+    most = at_most((63, 64, 65, 66), "recall")
     says(TASKS_PAGE, f"`recall` ended at {'%, '.join(ends[:-1])}% and {ends[-1]}%, {pct(most)}% at most at any step, below "
                      f"row 45's {pct(base['recall'])}%")
     assert most < base["recall"] and never_learned((63, 64, 65, 66), ("recall",))
@@ -983,10 +988,9 @@ def test_shorter_sequences_a_start_token_or_more_heads_teach_nope_copy_not_recal
     table = recipe_table()
     assert [table[r]["log"] for r in (67, 68, 69)] == ["nope-L64-s7", "nope-bos-s7", "nope-h8-s7"]
     rows = [final(r) for r in (67, 68, 69)]
-    most = max(a["recall"] for r in (67, 68, 69) for a in recipe_log(table[r]["log"]).values())
-    says(TASKS_PAGE, f"Each learned `copy` ({'%, '.join(pct(r['copy']) for r in rows[:-1])}% and {pct(rows[-1]['copy'])}%, "
-                     f"where row 45 left {pct(final(45)['copy'])}%)",
-         f"none `recall`: {'%, '.join(pct(r['recall']) for r in rows[:-1])}% and {pct(rows[-1]['recall'])}% at step 8,000, "
+    most = at_most((67, 68, 69), "recall")
+    says(TASKS_PAGE, f"Each learned `copy` ({per_seed(pct(r['copy']) for r in rows)}, where row 45 left {pct(final(45)['copy'])}%)",
+         f"none `recall`: {per_seed(pct(r['recall']) for r in rows)} at step 8,000, "
          f"{pct(most)}% at most at any step")
     assert all(r[t] >= 0.9 for r in rows for t in ("copy", "passkey", *SINGLE_HOP))
     assert never_learned((67, 68, 69), ("recall",)) and final(45)["copy"] < 0.9
@@ -996,7 +1000,7 @@ def test_a_curriculum_over_distance_does_not_teach_nope_recall():
     table = recipe_table()
     assert [table[r]["log"] for r in (73, 74)] == ["nope-curr-s7", "nope-curr-lr1e-2-s7"]
     slow, fast = final(73), final(74)
-    most = max(a["recall"] for r in (73, 74) for a in recipe_log(table[r]["log"]).values())
+    most = at_most((73, 74), "recall")
     says(TASKS_PAGE, f"`recall` ended at {pct(slow['recall'])}% and {pct(fast['recall'])}% ({pct(most)}% at most at any step), "
                      f"`copy` at {pct(slow['copy'])}% and {pct(fast['copy'])}%")
     assert never_learned((73, 74), ("recall",)) and all(final(r)[t] >= 0.9 for r in (73, 74) for t in SINGLE_HOP)
@@ -1025,7 +1029,7 @@ def test_a_higher_learning_rate_does_not_carry_alibi_through_8000_steps_on_every
                      f"five tasks at its last step (`recall1` {pct(final(70)['recall1'])}%); on seed 11 from step "
                      f"{learned_from(logs[1]):,}, where the committed recipe took to step {learned_from('l4-12k-alibi-s11'):,}",
          f"on seed 13 it left `recall` at {pct(thirteen['recall'])}% and `recall1` at {pct(thirteen['recall1'])}% "
-         f"({pct(max(a['recall1'] for a in recipe_log(logs[2]).values()))}% at most), where the committed recipe learned "
+         f"({pct(at_most((72,), 'recall1'))}% at most), where the committed recipe learned "
          f"both by step {learned_from('l4-12k-alibi-s13'):,}")
     assert learned_from(logs[0]) == 8000 and learned_from(logs[1]) < 8000
     assert never_learned((72,), ("recall", "recall1")) and first_learned("l4-alibi-s10", "recall1") is None

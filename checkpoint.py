@@ -8,7 +8,12 @@ best-validation weights `best_<step>.safetensors`. Every file is written atomica
 last, so a kill at any moment leaves the previous checkpoint loadable. One process at a time writes a run
 directory or an evaluator's report folder: it holds the folder's `lock` file (`hold`) until it ends.
 
-A model to evaluate is a run directory or `hf:PATH`, a transformers checkpoint on disk (export/hf.py).
+A run converted from a pretrained checkpoint (python -m export.convert) holds its weights with no optimizer
+state (`state` null in checkpoint.json: it is fine-tuned with train.init_from, never resumed) and the
+checkpoint's own tokenizer as a folder, `tokenizer/` (tokenizer.json and its settings), instead of
+tokenizer.model; its fine-tunes inherit that folder.
+
+A model to evaluate is a run directory or `hf:PATH`, a transformers checkpoint on disk (pretrained/hf.py).
 `check_checkpoint`, `read_run_config`, `model_config`, `load_model`, `load_tokenizer` and `scalings_taken`
 open either, so that evaluators and generate.py do not ask which kind it is.
 """
@@ -40,13 +45,14 @@ from config import (
     parse_scaling,
     write_error,
 )
-from data import Tokenizer
-from export import hf
+from data import PretrainedTokenizer, Tokenizer
 from model.gpt import GPT
 from model.positions import check as check_positions
 from model.rope import SCALINGS
+from pretrained import hf
 
 POINTER = "checkpoint.json"
+PRETRAINED_TOKENIZER = "tokenizer"  # the folder of a pretrained model's own tokenizer in a run directory
 FROM_RUN = "from-run"  # load_model's default: the scaling the run was trained with
 LOCK = "lock"  # held by the process writing a run directory or report folder (hold)
 LOCK_NOTE = ("The process named above holds an OS lock (flock) on this file while it writes this folder. The kernel "
@@ -135,8 +141,9 @@ def hold(directory: Path, who: str, wait: float = 0.0, hint: str = "") -> Iterat
 
 
 def weights_of(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """State dict without the tied output projection (safetensors refuses shared storage)."""
-    return {k: v.detach().contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    """State dict without a tied output projection (safetensors refuses shared storage)."""
+    tied = model.lm_head.weight is model.embed.weight
+    return {k: v.detach().contiguous() for k, v in model.state_dict().items() if not (tied and k == "lm_head.weight")}
 
 
 def save_checkpoint(run_dir: Path, model, state: dict, step: int, keep: int = 1) -> None:
@@ -167,6 +174,14 @@ def save_checkpoint(run_dir: Path, model, state: dict, step: int, keep: int = 1)
         kept = f"the step {previous['step']} checkpoint is kept" if previous else "there is no earlier checkpoint"
         raise RunFailed(f"{reason} while saving the step {step} checkpoint in {run_dir}; {kept}") from None
     remove_unnamed(run_dir, files_named(previous) - files_named(pointer))
+
+
+def save_converted(run_dir: Path, model) -> None:
+    """The weights of a model converted from a pretrained checkpoint as the run's step-0 checkpoint, with no
+    optimizer state: a start for fine-tunes (train.init_from), not a run to resume."""
+    weights = "model_0000000.safetensors"
+    atomic_write(Path(run_dir) / weights, lambda tmp: save_file(weights_of(model), tmp, metadata={"step": "0"}))
+    write_pointer(run_dir, {"step": 0, "weights": weights, "state": None})
 
 
 def save_best(run_dir: Path, model, step: int, val_loss: float) -> bool:
@@ -205,7 +220,7 @@ def files_named(pointer: dict | None) -> set[str]:
         names |= {older["weights"], older["state"]}
     if pointer.get("best"):
         names.add(pointer["best"]["weights"])
-    return names
+    return names - {None}  # a converted run's state
 
 
 def write_pointer(run_dir: Path, pointer: dict) -> None:
@@ -246,7 +261,9 @@ def read_pointer(run_dir: Path) -> dict:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise UserError(f"{run_dir / POINTER} is corrupt ({e})") from None
     older, best = (pointer.get("older", []), pointer.get("best")) if isinstance(pointer, dict) else ([], None)
-    if not (names_checkpoint(pointer) and isinstance(older, list) and all(map(names_checkpoint, older))
+    converted = isinstance(pointer, dict) and pointer.get("state", "") is None  # save_converted
+    if not (names_checkpoint({**pointer, "state": ""} if converted else pointer) and isinstance(older, list)
+            and all(map(names_checkpoint, older))
             and (best is None or isinstance(best, dict) and isinstance(best.get("weights"), str))):
         raise UserError(f"{run_dir / POINTER} is corrupt (expected step, weights and state)")
     return pointer
@@ -264,7 +281,11 @@ def first_line(e: Exception) -> str:
 
 def load_state(run_dir: Path) -> dict:
     run_dir = Path(run_dir)
-    path = run_dir / read_pointer(run_dir)["state"]
+    state = read_pointer(run_dir)["state"]
+    if state is None:
+        raise UserError(f"{run_dir} holds converted pretrained weights and no training state: nothing to resume; "
+                        f"fine-tune it with train.init_from={run_dir}")
+    path = run_dir / state
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
@@ -373,7 +394,8 @@ def load_weights_into(model: GPT, run_dir: Path, extend: bool = False, best: boo
     else. `extend` (a context-extension fine-tune) lets a learned position table be shorter than the
     model's: it fills the first positions and the rest keep their initial values."""
     weights = load_weights(run_dir, best)
-    weights["lm_head.weight"] = weights.get("embed.weight")  # tied: stored once
+    if model.lm_head.weight is model.embed.weight:
+        weights["lm_head.weight"] = weights.get("embed.weight")  # tied: stored once
     expected = model.state_dict()
     missing = [k for k in expected if weights.get(k) is None]
     unexpected = [k for k in weights if k not in expected]
@@ -408,7 +430,7 @@ def load_model(run_dir: Path, scaling: ScalingConfig | dict | None | str = FROM_
                best: bool = False, context: ContextConfig | None = None) -> GPT:
     """The latest (or best-validation) checkpoint of a run as an eval-mode GPT, optionally with another
     RoPE scaling and a context method (checked by the caller: model.context.pairing_problem); for hf:PATH, the transformers
-    model called as a GPT is (export.hf.HFModel)."""
+    model called as a GPT is (pretrained.hf.HFModel)."""
     if hf.is_hf(run_dir):
         if best:
             raise UserError(f"{run_dir} is a transformers checkpoint: it has no best-validation weights (--best "
@@ -422,11 +444,19 @@ def load_model(run_dir: Path, scaling: ScalingConfig | dict | None | str = FROM_
     return model.to(device).eval()
 
 
+def pretrained_tokenizer(run_dir: Path) -> Path | None:
+    """The folder of a run's pretrained tokenizer (a converted run and its fine-tunes), None for one trained here."""
+    folder = Path(run_dir) / PRETRAINED_TOKENIZER
+    return folder if not hf.is_hf(run_dir) and folder.is_dir() else None
+
+
 def load_tokenizer(run_dir: Path):
-    """The tokenizer of a run (data.Tokenizer) or of an hf: checkpoint (export.hf.HFTokenizer, the same methods)."""
+    """The tokenizer of a run (data.Tokenizer, or data.PretrainedTokenizer for a converted run and its fine-tunes)
+    or of an hf: checkpoint (the same methods)."""
     if hf.is_hf(run_dir):
         return hf.load_tokenizer(str(run_dir))
-    return Tokenizer(Path(run_dir) / "tokenizer.model")
+    folder = pretrained_tokenizer(run_dir)
+    return PretrainedTokenizer.from_folder(folder) if folder else Tokenizer(Path(run_dir) / "tokenizer.model")
 
 
 def scalings_taken(run_dir: Path) -> tuple[str, ...]:

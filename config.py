@@ -261,6 +261,10 @@ class ModelConfig:
     norm_eps: float = 1e-5
     dropout: float = 0.0
     init_std: float = 0.02  # std of every weight at init (GPT-2); sets the token scale additive encodings match
+    # Options a pretrained Llama-family checkpoint may need (pretrained/llama.py); the defaults are this repo's GPT.
+    tie_embeddings: bool = True  # the output projection is the embedding matrix (False: Llama 3)
+    qkv_bias: bool = False  # biases on the q, k and v projections (Qwen2)
+    scale_embeddings: bool = True  # token embeddings times sqrt(d_model) (Vaswani et al.; Llama: False)
     position: PositionConfig = field(default_factory=PositionConfig)
 
     def __post_init__(self):
@@ -334,7 +338,10 @@ class TrainConfig:
     eval_tokens: int = 16384  # validation tokens per evaluation
     ckpt_every: int = 200
     keep_checkpoints: int = 1  # the newest N checkpoints are kept, plus the best-validation weights
-    init_from: str | None = None  # a run directory to start from (context-extension fine-tuning)
+    init_from: str | None = None  # a run directory or hf:PATH to start from (context-extension fine-tuning)
+    # tokens per training sequence; None: model.max_seq_len. Shorter windows with train.positions spanning the
+    # whole context are PoSE's way to extend a context at the cost of short windows.
+    seq_len: int | None = None
     positions: TrainPositions = field(default_factory=TrainPositions)
 
     def validate(self) -> None:
@@ -342,6 +349,7 @@ class TrainConfig:
                     "keep_checkpoints"):
             check(getattr(self, key) >= 1, f"train.{key}", ">= 1", getattr(self, key))
         check(self.decay_steps is None or self.decay_steps >= 1, "train.decay_steps", ">= 1 or null", self.decay_steps)
+        check(self.seq_len is None or self.seq_len >= 1, "train.seq_len", ">= 1 or null", self.seq_len)
         check(self.warmup_steps >= 0, "train.warmup_steps", ">= 0", self.warmup_steps)
         check(0 < self.lr < math.inf, "train.lr", "a finite number > 0", self.lr)
         check(0 <= self.min_lr <= self.lr, "train.min_lr", f"in [0, train.lr = {self.lr}]", self.min_lr)
@@ -373,7 +381,13 @@ class Config:
             raise UserError(f"model.vocab_size ({self.model.vocab_size}) differs from data.vocab_size "
                             f"({self.data.vocab_size}); set data.vocab_size only")
         self.model.validate()
-        p = self.train.positions
+        t = self.train
+        if t.seq_len is None:
+            t.seq_len = self.model.max_seq_len
+        elif t.seq_len > self.model.max_seq_len:
+            raise UserError(f"train.seq_len ({t.seq_len}) must be at most model.max_seq_len ({self.model.max_seq_len}), "
+                            f"the context the model is made for")
+        p = t.positions
         if p.max_position is not None and p.max_position < self.model.max_seq_len:
             raise UserError(f"train.positions.max_position ({p.max_position}) must be at least model.max_seq_len "
                             f"({self.model.max_seq_len}): a sequence needs that many distinct positions")

@@ -33,6 +33,7 @@ from tqdm import tqdm
 
 from checkpoint import (
     POINTER,
+    pretrained_tokenizer,
     atomic_write_text,
     drop_best_after,
     hold,
@@ -48,19 +49,24 @@ from checkpoint import (
 from config import (
     ArgumentParser,
     Config,
+    ModelConfig,
     RunFailed,
     TrainConfig,
     UserError,
-    load_config,
+    apply_overrides,
+    from_dict,
+    read_yaml,
     run_cli,
     to_dict,
 )
 from data import TaskData, TokenData, open_data
+from export.convert import converted
 from data.positions import sample_positions
 from device import autocast, compiled, keep_freed_host_memory, pick_device
 from model.gpt import GPT, make_optimizer
 from model.positions import build_position
 from model.positions import check as check_model
+from pretrained.hf import is_hf
 
 
 def resolve(cfg: Config, resume: bool = False) -> Config:
@@ -80,7 +86,7 @@ def resolve(cfg: Config, resume: bool = False) -> Config:
             raise UserError("model.position.scaling needs original_max_position_embeddings "
                             "(or train.init_from, to take it from the base run)")
         try:
-            base = read_run_config(t.init_from)["model"]["max_seq_len"]
+            base = read_run_config(base_run(cfg))["model"]["max_seq_len"]
         except UserError as e:
             raise UserError(f"train.init_from: {e}") from None
         except (TypeError, KeyError):
@@ -102,6 +108,54 @@ def resolve(cfg: Config, resume: bool = False) -> Config:
     return cfg
 
 
+def base_run(cfg: Config) -> Path | None:
+    """The run directory a fine-tune starts from: train.init_from, where an hf: checkpoint is converted first
+    (export/convert.py, once: the conversion is kept in the data cache)."""
+    base = cfg.train.init_from
+    if base is None:
+        return None
+    return converted(base, Path(cfg.data.cache_dir)) if is_hf(base) else Path(base)
+
+
+# what a fine-tune may change of its base run's model; every other key is the base's weights' shape or meaning
+FINE_TUNABLE = ("max_seq_len", "dropout", "init_std", "position.scaling")
+
+
+def load_training_config(path: str, overrides: list[str]) -> Config:
+    """YAML + overrides as a Config. A fine-tune (train.init_from) takes its base run's model section (an hf:
+    checkpoint's, converted) for every key it leaves out, and its vocabulary; a key it states must agree with
+    the base, except those of FINE_TUNABLE."""
+    data = apply_overrides(read_yaml(path), list(overrides))
+    cfg = from_dict(Config, data)
+    if cfg.train.init_from is None:
+        return cfg
+    try:
+        base = read_run_config(base_run(cfg))["model"]
+    except UserError as e:
+        raise UserError(f"train.init_from: {e}") from None
+    stated = data.get("model") or {}
+    model = merged(base, stated)
+    ours, theirs = (flatten(to_dict(from_dict(ModelConfig, m, "model"))) for m in (model, base))
+    for key, value in flatten(stated).items():
+        if key not in FINE_TUNABLE and ours.get(key) != theirs.get(key):
+            raise UserError(f"model.{key}: {value!r} contradicts {cfg.train.init_from} ({theirs.get(key)!r}); a "
+                            f"fine-tune keeps its base's model: leave it out (it may set {', '.join(FINE_TUNABLE)})")
+    vocab, text = base.get("vocab_size"), dict(data.get("data") or {})
+    if text.setdefault("vocab_size", vocab) != vocab:
+        raise UserError(f"data.vocab_size: {text['vocab_size']} contradicts {cfg.train.init_from}'s vocabulary "
+                        f"({vocab}); leave it out: a fine-tune reads text with its base's tokenizer")
+    return from_dict(Config, {**data, "model": model, "data": text})
+
+
+def merged(base: dict, stated: dict) -> dict:
+    """`base` with the keys of `stated` in place, section by section (a scaling is one value)."""
+    out = dict(base)
+    for key, value in stated.items():
+        both = isinstance(value, dict) and isinstance(base.get(key), dict) and key != "scaling"
+        out[key] = merged(base[key], value) if both else value
+    return out
+
+
 def flatten(tree: dict, prefix: str = "") -> dict:
     """{"model.position.type": "rope", ...} from a nested dict."""
     flat = {}
@@ -119,7 +173,7 @@ def resume_changes(run_dir: Path, cfg: Config) -> dict:
     saved = read_run_config(run_dir)
     old, new = flatten(saved if isinstance(saved, dict) else {}), flatten(to_dict(cfg))
     changes = {k: [old[k], v] for k, v in new.items() if k in old and old[k] != v}  # older runs lack new keys
-    refused = [k for k in changes if k == "run.seed" or k.startswith("train.positions.")
+    refused = [k for k in changes if k in ("run.seed", "train.seq_len") or k.startswith("train.positions.")
                or (k.startswith(("model.", "data.")) and k != "data.cache_dir")]
     if refused:
         raise UserError(f"cannot resume {run_dir} with a different {', '.join(refused)} "
@@ -281,14 +335,16 @@ def setup(cfg: Config, resume: bool) -> tuple[Session, Progress]:
     ddp, rank, world, device = setup_distributed(pick_device(cfg.run.device, "run.device"))
     run_dir = Path(cfg.run.out_dir) / cfg.run.name
     resume, changes = check_run_dir(cfg, run_dir, resume, rank)
+    base = base_run(cfg)
+    own_tokenizer = pretrained_tokenizer(base) if base else None  # a pretrained base's text is read with its own
     if rank == 0:
         removed = remove_leftovers(run_dir)
         if removed:
             print(f"note: removed {len(removed)} leftover file(s) of an interrupted run in {run_dir}: {', '.join(removed)}")
-        train_data, val_data, tokenizer = open_data(cfg.data)
+        train_data, val_data, tokenizer = open_data(cfg.data, tokenizer=own_tokenizer)
     if ddp:
         dist.barrier()
-        train_data, val_data, tokenizer = open_data(cfg.data, progress=False)  # a cache hit now
+        train_data, val_data, tokenizer = open_data(cfg.data, progress=False, tokenizer=own_tokenizer)  # a cache hit now
 
     model, optimizer, start = build_model(cfg, run_dir, resume, device, rank)
     train_model = model
@@ -296,7 +352,7 @@ def setup(cfg: Config, resume: bool) -> tuple[Session, Progress]:
         train_model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
     train_model = compiled(train_model, cfg.run)  # after DDP, as PyTorch recommends, so its bucketing is compiled in
-    val_batches = val_data.validation(cfg.model.max_seq_len, cfg.train.eval_tokens, cfg.train.batch_size)
+    val_batches = val_data.validation(cfg.train.seq_len, cfg.train.eval_tokens, cfg.train.batch_size)
     s = Session(cfg, run_dir, device, ddp, rank, world, model, train_model, optimizer, train_data, val_batches)
     p = Progress(start, last_good=start if resume else None, loss_sum=torch.zeros((), device=device))
     if s.main:
@@ -323,7 +379,7 @@ def check_run_dir(cfg: Config, run_dir: Path, resume: bool, rank: int) -> tuple[
     resume = resume and has_ckpt
     if cfg.train.init_from and not resume:
         try:
-            read_pointer(Path(cfg.train.init_from))
+            read_pointer(base_run(cfg))
         except UserError as e:
             raise UserError(f"train.init_from: {e}") from None
     return resume, resume_changes(run_dir, cfg) if resume else {}
@@ -347,7 +403,7 @@ def build_model(cfg: Config, run_dir: Path, resume: bool, device: torch.device, 
             torch.cuda.set_rng_state(state["cuda_rng"], device)
         start = state["step"]
     elif cfg.train.init_from:
-        load_weights_into(model, Path(cfg.train.init_from), extend=True)
+        load_weights_into(model, base_run(cfg), extend=True)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -360,7 +416,9 @@ def open_run_dir(s: Session, p: Progress, tokenizer: Path | None, changes: dict)
     history, wandb."""
     s.run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(s.run_dir / "config.yaml", yaml.safe_dump(to_dict(s.cfg), sort_keys=False))
-    if tokenizer is not None:
+    if tokenizer is not None and tokenizer.is_dir():  # a pretrained model's own (checkpoint.pretrained_tokenizer)
+        shutil.copytree(tokenizer, s.run_dir / tokenizer.name, dirs_exist_ok=True)
+    elif tokenizer is not None:
         shutil.copyfile(tokenizer, s.run_dir / "tokenizer.model")
     s.metrics = open_metrics(s.run_dir, p.last_good)
     if changes:  # config.yaml now holds the new values; this keeps the history
@@ -373,7 +431,7 @@ def open_run_dir(s: Session, p: Progress, tokenizer: Path | None, changes: dict)
 
 
 def tokens_per_step(cfg: Config) -> int:
-    return cfg.train.batch_size * cfg.train.grad_accum * cfg.model.max_seq_len
+    return cfg.train.batch_size * cfg.train.grad_accum * cfg.train.seq_len
 
 
 def to_device(t: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
@@ -391,9 +449,9 @@ def train_step(s: Session, p: Progress, step: int) -> float:
         group["lr"] = lr
     micro_steps = t.grad_accum // s.world
     for micro in range(micro_steps):
-        x, y = s.train_data.batch(t.batch_size, s.cfg.model.max_seq_len, s.cfg.run.seed, step, micro, micro_steps,
+        x, y = s.train_data.batch(t.batch_size, t.seq_len, s.cfg.run.seed, step, micro, micro_steps,
                                   s.rank, s.world)
-        positions = sample_positions(t.positions, t.batch_size, s.cfg.model.max_seq_len, s.cfg.run.seed, step, micro,
+        positions = sample_positions(t.positions, t.batch_size, t.seq_len, s.cfg.run.seed, step, micro,
                                      micro_steps, s.rank, s.world)  # None: contiguous
         x, y, positions = (to_device(b, s.device) for b in (x, y, positions))
         sync = contextlib.nullcontext() if not s.ddp or micro == micro_steps - 1 else s.train_model.no_sync()
@@ -517,10 +575,10 @@ def main(argv=None):
                                                      "(see --print-config for every key)")
     args = parser.parse_intermixed_args(argv)  # overrides may stand before or after --resume
     if args.print_config:
-        cfg = run_cli(lambda: resolve(load_config(Config, args.config, args.overrides), args.resume))
+        cfg = run_cli(lambda: resolve(load_training_config(args.config, args.overrides), args.resume))
         print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
         return
-    run_dir = run_cli(lambda: train_held(load_config(Config, args.config, args.overrides), args.resume,
+    run_dir = run_cli(lambda: train_held(load_training_config(args.config, args.overrides), args.resume,
                                           args.wait_for_lock))
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"done: {run_dir}")

@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", required=True, help="YAML config; only its data: section is used")
     parser.add_argument("--epoch-steps", action="store_true",
                         help="print only the optimizer steps of one epoch of the training split "
-                             "(tokens / (train.batch_size x train.grad_accum x model.max_seq_len))")
+                             "(tokens / (train.batch_size x train.grad_accum x train.seq_len))")
     parser.add_argument("overrides", nargs="*", help="dotted.key=value, e.g. data.vocab_size=8192")
     args = parser.parse_args(argv)
     if args.epoch_steps:
@@ -42,7 +42,7 @@ def epoch_steps(path: str, overrides: list[str]) -> int:
     if is_task_source(cfg.data.source):
         raise UserError("--epoch-steps: a task source has no epochs (its sequences are generated)")
     tokens = len(TokenData(prepare_shards(cfg.data, progress=False), "train"))
-    return max(1, tokens // (cfg.train.batch_size * cfg.train.grad_accum * cfg.model.max_seq_len))
+    return max(1, tokens // (cfg.train.batch_size * cfg.train.grad_accum * cfg.train.seq_len))
 
 
 def prepare_from_config(path: str, overrides: list[str]) -> None:

@@ -125,3 +125,64 @@ class Tokenizer:
     def fingerprint(self) -> str:
         """What identifies its encoding (the data cache key of text encoded with it): its model file's sha256."""
         return hashlib.sha256(self.path.read_bytes()).hexdigest()
+
+
+class PretrainedTokenizer:
+    """data.Tokenizer's methods over a pretrained model's own tokenizer: a `tokenizers` Tokenizer, the form
+    transformers' fast tokenizers keep (tokenizer.json). A run converted from a pretrained checkpoint holds
+    tokenizer.json and tokenizer_config.json (`from_folder`), so it needs no transformers; an hf: checkpoint's
+    comes through transformers (pretrained/hf.py). `bos_id` is None unless the tokenizer itself begins a text
+    with BOS (a Llama-style one does, SmolLM2's does not), so that a document or prompt starts as the
+    checkpoint's own tokenizer starts it."""
+
+    FILES = ("tokenizer.json", "tokenizer_config.json")  # what a run directory holds of it
+
+    def __init__(self, backend, bos_token_id: int | None, eos_token_id: int | None):
+        self.backend = backend
+        self.backend.no_truncation()  # documents are encoded whole; windows are cut from them later
+        plain, special = (backend.encode("a", add_special_tokens=flag).ids for flag in (False, True))
+        bos = bos_token_id
+        self.bos_id = bos if bos is not None and special[:1] == [bos] and plain[:1] != [bos] else None
+        self.eos_id = eos_token_id
+        self.vocab_size = backend.get_vocab_size(with_added_tokens=True)
+
+    @classmethod
+    def from_folder(cls, folder: str | Path) -> PretrainedTokenizer:
+        """The tokenizer of a folder holding tokenizer.json and tokenizer_config.json (its BOS and EOS tokens)."""
+        import json
+
+        from tokenizers import Tokenizer as Backend
+        folder = Path(folder)
+        try:
+            backend = Backend.from_file(str(folder / "tokenizer.json"))
+            settings = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+        except FileNotFoundError as e:
+            raise UserError(f"tokenizer file not found: {e.filename}") from None
+        except Exception as e:  # tokenizers reports a malformed file as a plain Exception
+            raise UserError(f"corrupt tokenizer in {folder}: {(str(e).splitlines() or [type(e).__name__])[0]}") from None
+
+        def token_id(key: str) -> int | None:
+            token = settings.get(key)
+            token = token.get("content") if isinstance(token, dict) else token
+            return None if token is None else backend.token_to_id(token)
+        return cls(backend, token_id("bos_token"), token_id("eos_token"))
+
+    def encode(self, text: str, bos: bool = False, eos: bool = False) -> list[int]:
+        ids = self.backend.encode(text, add_special_tokens=False).ids
+        return [self.bos_id] * (bos and self.bos_id is not None) + ids + [self.eos_id] * (eos and self.eos_id is not None)
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return [e.ids for e in self.backend.encode_batch(list(texts), add_special_tokens=False)]
+
+    def decode(self, ids: list[int]) -> str:
+        return self.backend.decode([int(i) for i in ids], skip_special_tokens=True)
+
+    def piece(self, i: int) -> str:
+        """Token i as text, its leading space included (eval.probe's candidate key words)."""
+        return self.backend.decode([int(i)], skip_special_tokens=False)
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """What identifies its encoding (the data cache key of text encoded with it)."""
+        spec = self.backend.to_str() + f"[{self.bos_id}, {self.eos_id}, {self.vocab_size}]"
+        return hashlib.sha256(spec.encode()).hexdigest()

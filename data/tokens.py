@@ -97,6 +97,19 @@ class TokenData:
                     total += windows[k][2]
         return sorted(chosen)
 
+    def span_windows(self, seq_len: int, span: int, max_documents: int | None = None) -> list[tuple[int, int, int]]:
+        """Windows (start, end, n_scored), as eval_windows', that score the first `span` targets of each
+        document and nothing else: a document at offset a is cut into span // seq_len non-overlapping
+        windows from a, so its scored targets are tokens[a+1 : a+span+1] at every seq_len that divides
+        span; only the context before each differs. Documents shorter than span + 1 are skipped;
+        `max_documents` keeps the first that many of the others, in split order. Returned in token order.
+        """
+        if span % seq_len:
+            raise UserError(f"span ({span}) must be a multiple of seq_len ({seq_len})")
+        offsets = self.doc_offsets.tolist()
+        starts = [a for a, b in zip(offsets[:-1], offsets[1:]) if b - a > span][:max_documents]
+        return [(s, s + seq_len + 1, seq_len) for a in starts for s in range(a, a + span, seq_len)]
+
     def validation(self, seq_len: int, max_tokens: int, batch_size: int) -> list[tuple[None, torch.Tensor, torch.Tensor]]:
         """Fixed validation batches (None, x, y) of non-overlapping windows inside documents, at most
         max_tokens targets in all (train.py's validation loss)."""

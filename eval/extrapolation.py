@@ -2,7 +2,8 @@
 
     python -m eval.extrapolation runs/study/seed1/rope runs/study/seed1/alibi --lengths 128,256,512,1024,2048 \
         --scaling none,linear,ntk,dynamic,yarn,dynamic-yarn [--fixed-factors 4] [--split test] [--stride 64] \
-        [--max-tokens 32768] [--batch-size 4] [--decode-chunk 16] [--device cpu] [--out reports/extrapolation]
+        [--span 2048] [--max-tokens 32768] [--batch-size 4] [--decode-chunk 16] [--device cpu] \
+        [--out reports/extrapolation]
     python -m eval.extrapolation hf:.cache/smollm2/SmolLM2-135M-Instruct-Q4_1 --data ../shared/corpora/gutenberg \
         --lengths 8192,16384,32768 --scaling none,linear,ntk,dynamic,yarn --fixed-factors '' --out reports/smollm2
 
@@ -10,8 +11,16 @@ The protocol is the ALiBi paper's (Press et al., arXiv 2108.12409): windows of `
 tokens inside held-out documents, non-overlapping by default (every target of a window scored). With
 --stride the windows slide and each scores only its last `stride` targets, so every scored target
 has at least length - stride tokens of context (a document's first length - stride targets are not
-scored). Every length scores the same budget of tokens (--max-tokens) on the same documents, and
-every run on the same windows, so numbers differ only by context length and model.
+scored). Every length scores the same budget of tokens (--max-tokens), and every run at a length the
+same windows, so runs differ only by model.
+
+The budget's windows are taken round-robin over documents, so the lengths read different text: with
+--max-tokens 32768, 8,192 reads the openings of four books and 32,768 of one. --span N makes every length
+score the same targets, so lengths differ only by the context before them: each document's first N
+targets (documents of N tokens or fewer are skipped), in non-overlapping windows of each length, which
+must divide N; --max-tokens keeps the first max-tokens // N documents. The alternative is the YaRN repo's
+protocol (jquesnelle/yarn, eval/perplexity.py): whole documents at every length, in a window sliding 256
+tokens at a time, at length / 256 times the compute.
 
 Which scalings apply to which run (L = the run's max_seq_len):
   - rope, trained from scratch without scaling: every method in --scaling.
@@ -34,10 +43,10 @@ measurement, labelled e.g. "dca" or "yarn + dca"; --scaling then defaults to non
 the method does not compose with is refused before anything is measured. Its defaults come from each run's
 training length (a fine-tune's own); every row records the settings used (`context`).
 
-A model is a run directory or hf:PATH, a transformers checkpoint (export/hf.py), which reads --data (default:
+A model is a run directory or hf:PATH, a transformers checkpoint (pretrained/hf.py), which reads --data (default:
 the default corpus) encoded with its own tokenizer, in the same document-contained windows; it takes the
 scalings transformers has (not dynamic-yarn), and its dynamic NTK is transformers' (cached keys keep their
-rotation); a context method runs through an attention function registered with transformers (export/hf.py). --data gives
+rotation); a context method runs through an attention function registered with transformers (pretrained/hf.py). --data gives
 a run other text too, encoded with the run's tokenizer.
 
 Rows carry the run's seed (run.seed), so several seeds of one study aggregate in results.md
@@ -312,8 +321,9 @@ class Evaluator:
     """Measures rows, reusing loaded models, token data, windows and identical measurements."""
 
     def __init__(self, split: str, stride: int | None, max_tokens: int, batch_size: int | None, device: str,
-                 decode_chunk: int = DECODE_CHUNK):
+                 decode_chunk: int = DECODE_CHUNK, span: int | None = None):
         self.split, self.stride, self.max_tokens, self.batch_size = split, stride, max_tokens, batch_size
+        self.span = span
         self.device, self.decode_chunk = torch.device(device), decode_chunk
         self.data: dict[str, TokenData] = {}
         self.models = Models(self.device)
@@ -334,22 +344,26 @@ class Evaluator:
                "length": n, "train_length": run.train_length, "multiple": round(n / run.train_length, 4),
                "through_cache": m.decode_from is not None,
                "ppl": None, "nll": None, "tokens": 0, "windows": 0, "split": self.split, "stride": stride,
+               "span": self.span,
                "loss_by_position": None, "tokens_per_s": None, "peak_mib": None, "note": None}
         model = self.models.get(run.path, m.scaling, m.context)
         row["context"] = context_settings(model, m.context)
         limit = model.position.max_positions
         if limit is not None and n > limit:
             return {**row, "note": f"{run.position} positions stop at {limit - 1}"}
-        key = (self.models.key, n, m.decode_from)
+        key = (self.models.key, n, m.decode_from, self.span)
         if key not in self.done:
             self.done[key] = self.compute(run, model, n, stride, m.decode_from)
         return {**row, **self.done[key]}
 
     def compute(self, run: Run, model, n: int, stride: int, decode_from: int | None) -> dict:
         data = self.token_data(run)
-        windows = data.eval_windows(n, max_tokens=self.max_tokens, stride=stride)
+        if self.span:
+            windows = data.span_windows(n, self.span, self.max_tokens // self.span)
+        else:
+            windows = data.eval_windows(n, max_tokens=self.max_tokens, stride=stride)
         if not windows:
-            return {"note": f"no {self.split} document is longer than {n} tokens"}
+            return {"note": f"no {self.split} document is longer than {self.span or n} tokens"}
         batch = self.batch_size or max(1, TOKENS_PER_FORWARD // n)
         with PeakMemory(self.device) as memory:
             t0 = time.perf_counter()
@@ -359,8 +373,9 @@ class Evaluator:
         tokens = int(count.sum())
         nll = float(loss_sum.sum()) / tokens
         note = None
-        if tokens < self.max_tokens:
-            note = f"{self.split} documents hold only {tokens} tokens of the {self.max_tokens}-token budget"
+        budget = self.max_tokens - self.max_tokens % self.span if self.span else self.max_tokens  # whole documents
+        if tokens < budget:
+            note = f"{self.split} documents hold only {tokens} tokens of the {budget}-token budget"
         return {"ppl": finite(math.exp(min(nll, 700.0))), "nll": finite(nll), "tokens": tokens,
                 "windows": len(windows), "loss_by_position": buckets(loss_sum, count),
                 "tokens_per_s": round(tokens / seconds, 1), "peak_mib": round(memory.mib, 1), "note": note}
@@ -419,6 +434,16 @@ def scalings_option(text: str | None, context: ContextConfig | None, default: st
     """--scaling as given, else the command's default (every method: plan keeps those a model takes), or none
     under a context method."""
     return text if text is not None else "none" if context is not None else default
+
+
+def check_span(span: int, lengths: list[int], stride: int | None, max_tokens: int) -> None:
+    if stride is not None:
+        raise UserError("--span scores non-overlapping windows; it cannot be combined with --stride")
+    for n in lengths:
+        if span % n:
+            raise UserError(f"--span {span} is not a multiple of length {n}: every length must divide it")
+    if max_tokens < span:
+        raise UserError(f"--max-tokens ({max_tokens}) must be at least --span ({span})")
 
 
 def parse_scalings(text: str) -> list[str]:
@@ -481,12 +506,14 @@ def measurement_key(m: Measurement | dict) -> tuple:
     return m.run.name, m.run.seed, m.label, m.factor_rule, factor, m.length
 
 
-def resumable_rows(path: Path, split: str, stride: int | None) -> list[dict]:
+def resumable_rows(path: Path, split: str, stride: int | None, span: int | None = None) -> list[dict]:
+    """The rows of an earlier report measured as these options measure (rows from before --span: span None)."""
     rows = previous_rows(path, "eval.extrapolation", "ppl")
     for r in rows:
-        if r["split"] != split or r["stride"] != min(stride or r["length"], r["length"]):
-            raise UserError(f"--resume: {path} was measured on the {r['split']} split with stride {r['stride']} at "
-                            f"length {r['length']}; these options differ, so measure again without --resume")
+        if r["split"] != split or r["stride"] != min(stride or r["length"], r["length"]) or r.get("span") != span:
+            raise UserError(f"--resume: {path} was measured on the {r['split']} split with stride {r['stride']} and "
+                            f"span {r.get('span')} at length {r['length']}; these options differ, so measure again "
+                            f"without --resume")
     return rows
 
 
@@ -506,8 +533,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--decode-chunk", type=int, default=DECODE_CHUNK, help=DECODE_CHUNK_HELP)
     parser.add_argument("--split", default="test", choices=("train", "val", "test"))
     parser.add_argument("--stride", type=int, default=None, help="sliding-window stride (default: non-overlapping)")
+    parser.add_argument("--span", type=int, default=None, metavar="N",
+                        help="score the same targets at every length: the first N of each document longer than N "
+                             "tokens, in non-overlapping windows of each length (each must divide N); default: "
+                             "windows round-robin over documents, so lengths read different text")
     parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS,
-                        help=f"scored tokens per measurement, the same at every length (default {DEFAULT_MAX_TOKENS})")
+                        help=f"scored tokens per measurement, the same at every length; with --span, the first "
+                             f"max-tokens // N documents (default {DEFAULT_MAX_TOKENS})")
     parser.add_argument("--batch-size", type=int, default=None,
                         help=f"windows per forward pass (default: {TOKENS_PER_FORWARD} // length, at least 1)")
     parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
@@ -525,11 +557,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
         lengths, methods = parse_lengths(args.lengths), parse_scalings(scalings_option(args.scaling, context))
         check_data_option(args.data)
         fixed_factors = parse_factors(args.fixed_factors)
-        for option, value in (("--stride", args.stride), ("--batch-size", args.batch_size),
+        for option, value in (("--stride", args.stride), ("--span", args.span), ("--batch-size", args.batch_size),
                               ("--decode-chunk", args.decode_chunk)):
             if value is not None and value < 1:
                 raise UserError(f"{option} must be >= 1, got {value}")
-        if args.max_tokens < lengths[-1]:
+        if args.span is not None:
+            check_span(args.span, lengths, args.stride, args.max_tokens)
+        elif args.max_tokens < lengths[-1]:
             raise UserError(f"--max-tokens ({args.max_tokens}) must be at least the longest length ({lengths[-1]})")
         if args.out.exists() and not args.out.is_dir():
             raise UserError(f"--out {args.out} is a file, not a folder")
@@ -539,11 +573,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
             check_taken(runs, methods)
         measurements = [m for run in runs for m in plan(run, methods, lengths, fixed_factors, context)]
         if args.resume:
-            rows.extend(resumable_rows(args.out / "results.json", args.split, args.stride))
+            rows.extend(resumable_rows(args.out / "results.json", args.split, args.stride, args.span))
             done = {measurement_key(r) for r in rows}
             measurements = [m for m in measurements if measurement_key(m) not in done]
         evaluator = Evaluator(args.split, args.stride, args.max_tokens, args.batch_size, pick_device(args.device, "--device"),
-                              args.decode_chunk)
+                              args.decode_chunk, args.span)
         bar = tqdm(measurements, unit="measurement", dynamic_ncols=True, disable=None)  # off when not a terminal
         for m in bar:
             bar.set_description(f"{m.run.name} | {m.label} | {m.length}")

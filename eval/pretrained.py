@@ -26,7 +26,7 @@ DESCRIPTION = """\
   prefilled, the rest decoded through the cache in chunks of 16 tokens, each chunk with the frequencies of its last
   length, and every cached key keeps the rotation it was computed with. A context method (model/context.py) runs
   without a scaling, at its defaults for L unless set (its row names every setting), through transformers'
-  attention (export/hf.py): Self-Extend, ReRoPE, Leaky ReRoPE and DCA change the distances attention is shown
+  attention (pretrained/hf.py): Self-Extend, ReRoPE, Leaky ReRoPE and DCA change the distances attention is shown
   at L too, attention sinks hide what has left their window, log-n changes nothing up to L.
 - Passkey (eval.passkey): the prompt of Mohtashami & Jaggi, as the PI and YaRN papers use it: filler sentences
   repeated, a 5-digit key stated at a depth of them (0: first, 1: last), asked for at the end; a trial is right when

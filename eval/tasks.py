@@ -17,7 +17,7 @@ past L but at a distance seen in training; a band with lo >= L holds only distan
 in training: two different failures. The accuracy at a length pools its bands. Every run sees the same
 sequences (a fixed seed).
 
-Only runs trained on a task source are evaluated: an hf:PATH checkpoint (export/hf.py) was trained on text, and
+Only runs trained on a task source are evaluated: an hf:PATH checkpoint (pretrained/hf.py) was trained on text, and
 its tokenizer has no tokens for the tasks' own vocabulary, so it is refused in one line.
 
 A run has learned a task when its accuracy at L (no scaling, or its own) is at least 90%; results.md

@@ -1,25 +1,27 @@
-"""Export a run to a Hugging Face Llama directory that transformers loads with no custom code.
+"""Export a run to a Hugging Face Llama (or Qwen2) directory that transformers loads with no custom code.
 
     python -m export runs/tiny exports/tiny
 
-Writes config.json (`LlamaForCausalLM`), generation_config.json, model.safetensors, and the
-tokenizer as tokenizer.json + tokenizer_config.json (plus our tokenizer.model for sentencepiece
-users). Then `AutoModelForCausalLM.from_pretrained(OUT_DIR)` and `AutoTokenizer.from_pretrained(OUT_DIR)`
-reproduce our logits and token ids.
+Writes config.json (`LlamaForCausalLM`, or `Qwen2ForCausalLM` for a model with q/k/v biases),
+generation_config.json, model.safetensors, and the tokenizer: a run trained here gets tokenizer.json +
+tokenizer_config.json made from its sentencepiece model (plus tokenizer.model for sentencepiece users); a run
+converted from a pretrained checkpoint, or fine-tuned from one, gets its own tokenizer files back. Then
+`AutoModelForCausalLM.from_pretrained(OUT_DIR)` and `AutoTokenizer.from_pretrained(OUT_DIR)` reproduce our
+logits and token ids.
 
-How our model maps onto Llama, exactly in float32:
-  - Llama does not scale its input embeddings; ours are multiplied by sqrt(d_model) while the tied
-    output projection uses the plain matrix. So the export unties them: embed_tokens holds the
-    scaled matrix, lm_head the plain one.
+How our model maps onto Llama, exactly in float32 (pretrained/llama.py holds the mapping, both ways):
+  - Llama does not scale its input embeddings; this repo's own models multiply them by sqrt(d_model) while the
+    tied output projection uses the plain matrix. So the export unties them: embed_tokens holds the
+    scaled matrix, lm_head the plain one. (A converted model does not scale them and stays as it came.)
   - We rotate interleaved pairs (0,1), (2,3), ... of a head; Llama rotates half-split pairs
     (i, i + d/2). Permuting the q and k output rows of each head to [0, 2, ..., d-2, 1, 3, ..., d-1]
     turns one into the other, and q.k scores do not change since both get the same permutation.
   - RoPE scaling goes to `rope_parameters` (transformers >= 5) and `rope_scaling` (4.x), with
     max_position_embeddings = the original length as in Hugging Face's scaled checkpoints
-    (export/hf.py's `rope_settings`, which loading hf:PATH with a scaling uses too); static NTK becomes
+    (pretrained/rope.py's `rope_settings`, which loading hf:PATH with a scaling uses too); static NTK becomes
     plain RoPE with theta' = theta * s^(d/(d-2)).
-The tokenizer prepends BOS by default (`add_special_tokens=True`), as every training document and
-generate.py's prompts begin with it; `add_special_tokens=False` gives exactly `Tokenizer.encode(text)`.
+The tokenizer of a run trained here prepends BOS by default (`add_special_tokens=True`), as every training
+document and generate.py's prompts begin with it; `add_special_tokens=False` gives exactly `Tokenizer.encode(text)`.
 Learned, sinusoidal, ALiBi and NoPE models have no Llama equivalent and are refused (exit code 2).
 """
 from __future__ import annotations
@@ -32,13 +34,14 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from checkpoint import atomic_write, atomic_write_text, load_model, model_config
+from checkpoint import atomic_write, atomic_write_text, load_model, load_tokenizer, model_config, pretrained_tokenizer
 from config import ArgumentParser, ModelConfig, ScalingConfig, UserError, run_cli
-from data import Tokenizer
-from export.hf import is_hf, rope_settings
 from export.tokenizer import tokenizer_config, tokenizer_json
 from model.gpt import GPT
 from model.rope import SCALINGS
+from pretrained.hf import is_hf
+from pretrained.llama import to_transformers
+from pretrained.rope import rope_settings
 
 # transformers has a rope_type for these; static NTK is plain RoPE with a larger base. A dynamic scaling
 # is not exported: transformers caches keys rotated at the length they were computed, this repo
@@ -68,11 +71,14 @@ def check_exportable(cfg: ModelConfig) -> None:
                         f"exportable: {', '.join(EXPORTABLE_SCALINGS)}")
 
 
-def llama_config(cfg: ModelConfig, scaling: ScalingConfig | None, bos_id: int, eos_id: int) -> dict:
+def llama_config(cfg: ModelConfig, scaling: ScalingConfig | None, bos_id: int | None, eos_id: int | None) -> dict:
+    """config.json of the model: a Llama, or a Qwen2 where q, k and v have biases (Llama's attention_bias would
+    add one to the output projection too)."""
     rope, legacy_scaling, max_positions = rope_settings(cfg.position.theta, cfg.head_dim, cfg.max_seq_len, scaling)
+    kind = "qwen2" if cfg.qkv_bias else "llama"
     return {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
+        "architectures": ["Qwen2ForCausalLM" if cfg.qkv_bias else "LlamaForCausalLM"],
+        "model_type": kind,
         "vocab_size": cfg.vocab_size,
         "hidden_size": cfg.d_model,
         "intermediate_size": cfg.ffn_hidden,
@@ -89,7 +95,8 @@ def llama_config(cfg: ModelConfig, scaling: ScalingConfig | None, bos_id: int, e
         "attention_bias": False,
         "attention_dropout": 0.0,
         "mlp_bias": False,
-        "tie_word_embeddings": False,
+        **({"use_sliding_window": False, "sliding_window": None} if cfg.qkv_bias else {}),
+        "tie_word_embeddings": cfg.tie_embeddings and not cfg.scale_embeddings,
         "bos_token_id": bos_id,
         "eos_token_id": eos_id,
         "initializer_range": 0.02,
@@ -99,40 +106,14 @@ def llama_config(cfg: ModelConfig, scaling: ScalingConfig | None, bos_id: int, e
     }
 
 
-def half_split_rows(weight: torch.Tensor, n_heads: int, head_dim: int) -> torch.Tensor:
-    """Reorder each head's output rows of a q/k projection from interleaved to half-split pairs."""
-    order = torch.cat([torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)])
-    rows = weight.view(n_heads, head_dim, -1)  # (heads, head_dim, d_model)
-    return rows[:, order].reshape(n_heads * head_dim, -1)
-
-
 def llama_weights(model: GPT) -> dict[str, torch.Tensor]:
-    cfg = model.cfg
-    embed = model.embed.weight.detach().float()
-    weights = {
-        "model.embed_tokens.weight": embed * model.embed_scale,
-        "lm_head.weight": embed.clone(),
-        "model.norm.weight": model.norm.weight,
-    }
-    for i, block in enumerate(model.blocks):
-        prefix = f"model.layers.{i}."
-        attn, mlp = block.attn, block.mlp
-        weights.update({
-            prefix + "input_layernorm.weight": block.attn_norm.weight,
-            prefix + "self_attn.q_proj.weight": half_split_rows(attn.q_proj.weight, cfg.n_heads, cfg.head_dim),
-            prefix + "self_attn.k_proj.weight": half_split_rows(attn.k_proj.weight, cfg.n_kv_heads, cfg.head_dim),
-            prefix + "self_attn.v_proj.weight": attn.v_proj.weight,
-            prefix + "self_attn.o_proj.weight": attn.o_proj.weight,
-            prefix + "post_attention_layernorm.weight": block.mlp_norm.weight,
-            prefix + "mlp.gate_proj.weight": mlp.gate_proj.weight,
-            prefix + "mlp.up_proj.weight": mlp.up_proj.weight,
-            prefix + "mlp.down_proj.weight": mlp.down_proj.weight,
-        })
-    return {k: v.detach().float().contiguous() for k, v in weights.items()}
+    return to_transformers(model.state_dict(), model.cfg, model.embed_scale)
 
 
 EXPORT_FILES = ("model.safetensors", "config.json", "generation_config.json", "tokenizer.json",
                 "tokenizer_config.json", "tokenizer.model")
+# what transformers' save_pretrained may write beside a pretrained tokenizer, copied with it
+TOKENIZER_EXTRAS = ("special_tokens_map.json", "chat_template.jinja", "added_tokens.json", "vocab.json", "merges.txt")
 
 
 def export(run_dir: Path, out_dir: Path) -> Path:
@@ -142,30 +123,33 @@ def export(run_dir: Path, out_dir: Path) -> Path:
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"out_dir {out_dir} is an existing file, not a directory")
-    foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in EXPORT_FILES) if out_dir.is_dir() else []
+    foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in EXPORT_FILES + TOKENIZER_EXTRAS) \
+        if out_dir.is_dir() else []
     if foreign:  # an earlier export is replaced; anything else (a run directory, say) is never written into
         raise UserError(f"out_dir {out_dir} is not empty (it holds {foreign[0]}"
                         f"{f' and {len(foreign) - 1} more' if len(foreign) > 1 else ''}); choose a new directory")
     check_exportable(model_config(run_dir))
-    tok_path = run_dir / "tokenizer.model"
-    sp = Tokenizer(tok_path).sp
+    tokenizer = load_tokenizer(run_dir)
     model = load_model(run_dir)
     cfg = model.cfg
-    if sp.vocab_size() != cfg.vocab_size:
-        raise UserError(f"{tok_path} has {sp.vocab_size()} tokens but the model {cfg.vocab_size}")
-
-    config = llama_config(cfg, model.position.scaling, sp.bos_id(), sp.eos_id())
+    if tokenizer.vocab_size > cfg.vocab_size:
+        raise UserError(f"{run_dir}: its tokenizer has {tokenizer.vocab_size} tokens but the model {cfg.vocab_size}")
+    config = llama_config(cfg, model.position.scaling, tokenizer.bos_id, tokenizer.eos_id)
     context = round(config["max_position_embeddings"] * (config["rope_scaling"] or {}).get("factor", 1.0))
-    # We have no pad token; EOS pads finished rows of a batch (and silences transformers 4.x's warning).
-    generation = {"bos_token_id": sp.bos_id(), "eos_token_id": sp.eos_id(), "pad_token_id": sp.eos_id()}
+    # EOS pads finished rows of a batch (and silences transformers 4.x's warning).
+    generation = {"bos_token_id": tokenizer.bos_id, "eos_token_id": tokenizer.eos_id, "pad_token_id": tokenizer.eos_id}
     out_dir.mkdir(parents=True, exist_ok=True)
     weights = llama_weights(model)
     atomic_write(out_dir / "model.safetensors", lambda tmp: save_file(weights, tmp, metadata={"format": "pt"}))
-    for name, content in [("config.json", config), ("generation_config.json", generation),
-                          ("tokenizer.json", tokenizer_json(sp)),
-                          ("tokenizer_config.json", tokenizer_config(sp, context))]:
+    files = {"config.json": config, "generation_config.json": generation}
+    folder = pretrained_tokenizer(run_dir)
+    if folder is None:  # sentencepiece, trained here
+        files.update({"tokenizer.json": tokenizer_json(tokenizer.sp), "tokenizer_config.json": tokenizer_config(tokenizer.sp, context)})
+        atomic_write(out_dir / "tokenizer.model", lambda tmp: shutil.copyfile(tokenizer.path, tmp))
+    for name, content in files.items():
         atomic_write_text(out_dir / name, json.dumps(content, indent=2, ensure_ascii=False) + "\n")
-    atomic_write(out_dir / "tokenizer.model", lambda tmp: shutil.copyfile(tok_path, tmp))
+    for path in sorted(folder.iterdir()) if folder else []:  # the pretrained tokenizer's own files
+        atomic_write(out_dir / path.name, lambda tmp, path=path: shutil.copyfile(path, tmp))
     return out_dir
 
 

@@ -1,5 +1,7 @@
 """A MiniMind-style decoder-only transformer: pre-norm RMSNorm, grouped-query attention,
-SwiGLU MLP, tied embeddings, no biases, and a pluggable positional encoding."""
+SwiGLU MLP, tied embeddings, no biases, and a pluggable positional encoding. Three options let it hold a
+pretrained Llama-family checkpoint (pretrained/llama.py): untied embeddings (Llama 3), q/k/v biases (Qwen2)
+and unscaled input embeddings (every Llama)."""
 from __future__ import annotations
 
 import math
@@ -61,15 +63,18 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        self.lm_head.weight = self.embed.weight  # tied
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.embed.weight
         self.flex_block_mask = None  # use_flex_attention: FlexAttention on where set
         self.context_method = None  # use_context_method
         # Token embeddings are scaled by sqrt(d) as in Vaswani et al.; additive encodings follow
-        # the embedding-scale rule in model/positions.py.
-        self.embed_scale = math.sqrt(cfg.d_model)
+        # the embedding-scale rule in model/positions.py. Llama's are not.
+        self.embed_scale = math.sqrt(cfg.d_model) if cfg.scale_embeddings else 1.0
         for m in self.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(m.weight, std=cfg.init_std)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
         for name, p in self.named_parameters():  # GPT-2: scale residual projections by depth
             if name.endswith(("o_proj.weight", "down_proj.weight")):
                 nn.init.normal_(p, std=cfg.init_std / math.sqrt(2 * cfg.n_layers))

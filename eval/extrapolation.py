@@ -80,6 +80,7 @@ from checkpoint import (
     load_model,
     load_tokenizer,
     parse_model_section,
+    pretrained_tokenizer,
     read_run_config,
     scalings_taken,
 )
@@ -159,7 +160,9 @@ def read_run(path: Path, name: str, tasks: bool = False, data: str | None = None
         raise UserError(f"{path} was trained on {trained_on}, " + (
             "not tasks: evaluate it with python -m eval.extrapolation or eval.probe" if tasks
             else "not text: evaluate it with python -m eval.tasks"))
-    retokenize = data is not None or trained_on is None
+    # text this repo did not tokenize, other text, or a model with a pretrained tokenizer (a converted run and its
+    # fine-tunes): encoded with the model's own tokenizer
+    retokenize = data is not None or trained_on is None or pretrained_tokenizer(path) is not None
     if data is not None:
         own = DataConfig(source=data)
     scaling = model.position.scaling

@@ -1,6 +1,7 @@
 """The report on one pretrained model (`make smollm2-report`), from eval.extrapolation's and eval.passkey's rows in
-one folder: perplexity by length with each RoPE scaling, the passkey heat map by length and depth, and for every
-cell how many windows or trials it holds and the seconds it took.
+one folder: perplexity by length with each RoPE scaling and context method and after each fine-tune, the passkey
+heat map by length and depth, for every cell how many windows or trials it holds and the seconds it took, and for
+every fine-tune (its training log and config in extend/) its windows, steps, tokens and minutes.
 
     python -m eval.pretrained reports/smollm2 --model "SmolLM2-135M-Instruct ..." --data ../shared/corpora/gutenberg
 
@@ -9,9 +10,12 @@ Writes report.md and passkey.png beside results.json and passkey.json.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from collections import defaultdict
 from pathlib import Path
+
+import yaml
 
 from config import ArgumentParser, UserError, run_cli
 from eval.extrapolation import previous_rows
@@ -19,15 +23,14 @@ from eval import passkey as passkey_report
 from eval.results import format_ppl
 
 DESCRIPTION = """\
-- Perplexity: the exp of the mean next-token loss over non-overlapping windows of the length inside test documents
-  (eval.extrapolation), encoded with the model's own tokenizer; every length scores the same token budget. A static
-  scaling (linear = PI, ntk, yarn) has s = length / L, so it is plain RoPE up to L (its cell is the plain RoPE
-  measurement: "= none"). dynamic is transformers' dynamic NTK as it runs in generation: the first L tokens
-  prefilled, the rest decoded through the cache in chunks of 16 tokens, each chunk with the frequencies of its last
-  length, and every cached key keeps the rotation it was computed with. A context method (model/context.py) runs
-  without a scaling, at its defaults for L unless set (its row names every setting), through transformers'
-  attention (pretrained/hf.py): Self-Extend, ReRoPE, Leaky ReRoPE and DCA change the distances attention is shown
-  at L too, attention sinks hide what has left their window, log-n changes nothing up to L.
+- Perplexity: the exp of the mean next-token loss over non-overlapping windows of the length (eval.extrapolation),
+  encoded with the model's own tokenizer, {tokens}. Measured natively, on the checkpoint converted into a run directory (export/convert.py; logits equal
+  to transformers' to 1e-4). A static scaling (linear = PI, ntk, yarn) has s = length / L, so it is plain RoPE up to
+  L (its cell is the plain RoPE measurement: "= none"). dynamic is dynamic NTK as it runs in generation here: the
+  first L tokens prefilled, the rest decoded through the KV cache in chunks of 16 tokens, every cached key rotated
+  again with the frequencies of the current length. A context method (model/context.py) runs without a scaling, at
+  its defaults for L unless set (its row names every setting). A fine-tune's row ("(fine-tuned)") is the model
+  continued by this repo's training loop with its scaling (none: the control), loaded with it.
 - Passkey (eval.passkey): the prompt of Mohtashami & Jaggi, as the PI and YaRN papers use it: filler sentences
   repeated, a 5-digit key stated at a depth of them (0: first, 1: last), asked for at the end; a trial is right when
   the key is in what the model generates greedily (the key's tokens and 4 more). Static scalings only,
@@ -76,6 +79,36 @@ def seconds(r: dict) -> float:
     return r["tokens"] / r["tokens_per_s"] if r.get("tokens_per_s") else 0.0
 
 
+def fine_tunes(folder: Path) -> list[str]:
+    """A table of the fine-tunes whose training log and config lie in folder/extend (NAME.jsonl, NAME.yaml): windows,
+    positions, steps, tokens, the minutes their logged throughput adds up to, and the validation loss."""
+    logs = sorted((folder / "extend").glob("*.jsonl"))
+    if not logs:
+        return []
+    lines = ["| fine-tune | scaling | windows × batch | positions | steps | tokens | minutes | validation loss, first → last |",
+             "|---|---|---:|---|---:|---:|---:|---|"]
+    for log in logs:
+        config = yaml.safe_load(log.with_suffix(".yaml").read_text())
+        t, position = config["train"], config["model"]["position"]
+        rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        per_step = t["seq_len"] * t["batch_size"] * t["grad_accum"]
+        steps = max(r["step"] for r in rows)
+        logged = [r for r in rows if r.get("tokens_per_s")]
+        minutes, previous = 0.0, 0
+        for r in logged:  # each logged rate covers the steps since the previous log
+            minutes += (r["step"] - previous) * per_step / r["tokens_per_s"] / 60
+            previous = r["step"]
+        val = [r["val_loss"] for r in rows if r.get("val_loss") is not None]
+        scaling = position.get("scaling") or {"type": "none"}
+        kind = scaling["type"] + (f" s = {scaling['factor']:g}" if scaling.get("factor") else "")
+        positions = t["positions"]
+        where = positions["type"] + (f" below {positions['max_position']:,}" if positions.get("max_position") else "")
+        lines.append(f"| {log.stem} | {kind} | {t['seq_len']:,} × {t['batch_size'] * t['grad_accum']} | {where} | "
+                     f"{steps:,} | {steps * per_step:,} | {minutes:,.0f} | "
+                     + (f"{val[0]:.3f} → {val[-1]:.3f}" if val else "not logged") + " |")
+    return lines
+
+
 def write(folder: Path, model: str, data: str) -> Path:
     ppl = previous_rows(folder / "results.json", "eval.extrapolation", "ppl")
     passkey = previous_rows(folder / passkey_report.RESULTS, "eval.passkey", "depth")
@@ -85,12 +118,22 @@ def write(folder: Path, model: str, data: str) -> Path:
     L = next(r["train_length"] for r in ppl + passkey)
     measured = [r for r in ppl if not same_as_none(r)]
     total = sum(map(seconds, measured)) + sum(r.get("seconds", 0) for r in passkey if not r.get("same_as"))
+    spans = sorted({r.get("span") for r in ppl} - {None})
+    tokens = (f"on the same tokens at every length (--span): the first {', '.join(f'{n:,}' for n in spans)} tokens of "
+              f"each test book read, cut into windows of the length, so a column differs from another only by the "
+              f"context each token has" if spans else "the same token budget at every length, in windows taken "
+              f"round-robin over the books, so that lengths read different text: compare rows within a column")
     lines = [f"# {model}: perplexity and passkey retrieval at and past its context", "",
              f"L = {L:,} tokens (its max_position_embeddings). Text: the test split of {data}. "
-             f"This machine: {os.cpu_count()} CPU cores; {total / 3600:,.1f} hours of measurement in all.", "", DESCRIPTION]
+             f"This machine: {os.cpu_count()} CPU cores; {total / 3600:,.1f} hours of measurement in all.", "",
+             DESCRIPTION.format(tokens=tokens)]
     if ppl:
         lines += ["", "## Perplexity by length", "",
                   "Each cell: perplexity (windows × length; seconds).", "", *ppl_table(ppl)]
+    tuned = fine_tunes(folder)
+    if tuned:
+        lines += ["", "## The fine-tunes", "", "From each run's config and training log (extend/); minutes add up "
+                  "the logged tokens per second, on this machine's CPU.", "", *tuned]
     if passkey:
         lines += ["", "## Passkey retrieval by length and depth", "", passkey_report.CELL + " passkey.png draws "
                   "the shares.", "", *passkey_report.tables(passkey, level="###")]

@@ -16,6 +16,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # noqa: E402
 
 import train  # noqa: E402
 from checkpoint import load_model, load_tokenizer, read_pointer  # noqa: E402
+from eval import extrapolation  # noqa: E402
 from config import ScalingConfig  # noqa: E402
 from export.convert import convert  # noqa: E402
 from export.llama import export  # noqa: E402
@@ -161,6 +162,10 @@ def test_train_init_from_hf_fine_tunes_with_the_checkpoints_tokenizer(pairs, tmp
     assert (config.tie_embeddings, config.scale_embeddings, config.max_seq_len) == (False, False, 64)
     assert config.position.scaling.original_max_position_embeddings == L
     assert load_tokenizer(run).encode("to be") == load_tokenizer(path).encode("to be")
+    # its own text, evaluated without --data, is read with the checkpoint's tokenizer (no sentencepiece is trained)
+    rows = extrapolation.main([str(run), "--lengths", "32,64", "--max-tokens", "256", "--out", str(tmp_path / "eval")])
+    assert [r["scaling"] for r in rows] == ["yarn (fine-tuned)"] * 2 and all(r["ppl"] for r in rows)
+    assert not list((tmp_path / "cache").glob("*/tokenizer.model"))
 
 
 @pytest.mark.skipif(not SMOLLM2.is_dir(), reason="SmolLM2 is not prepared here (make smollm2)")

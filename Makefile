@@ -238,8 +238,11 @@ smollm2-report: $(SMOLLM2_RUN)/config.yaml
 
 # Extending SmolLM2's context by a fine-tune on the CPU (configs/smollm2-extend.yaml): YaRN s = 4, PI s = 4 and the
 # unscaled control, each with PoSE positions over 32,768 in short windows; `make smollm2-extend` trains the three,
-# one after the other (`make smollm2-extend-pi` one of them); each resumes where it stopped.
+# one after the other (`make smollm2-extend-pi` one of them); each resumes where it stopped. On a GPU, full
+# 32,768-token windows: make smollm2-extend SMOLLM2_ARGS="train.seq_len=32768 train.eval_tokens=32768 \
+#   'train.positions={type: contiguous}'"
 SMOLLM2_VARIANTS ?= yarn pi continued
+SMOLLM2_ARGS ?=
 ARGS_smollm2-pi := "model.position.scaling={type: linear, factor: 4}"
 ARGS_smollm2-continued := model.position.scaling=null
 
@@ -247,7 +250,7 @@ smollm2-extend: $(addprefix smollm2-extend-,$(SMOLLM2_VARIANTS))
 
 smollm2-extend-%: smollm2
 	$(RUN_PY) train.py --config configs/smollm2-extend.yaml run.out_dir=$(SMOLLM2_EXTEND) run.name=smollm2-$* \
-		$(ARGS_smollm2-$*) --resume
+		$(ARGS_smollm2-$*) $(SMOLLM2_ARGS) --resume
 
 # The GPU report, in pieces that each fit one 10-minute command on one H100 and run with the GPU machine's
 # own Python (torch, transformers, sentencepiece ...: no install, no network, no datasets or wandb). The

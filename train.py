@@ -7,6 +7,10 @@ Writes the run directory run.out_dir/run.name: config.yaml (resolved), metrics.j
 tokenizer.model and atomic checkpoints (checkpoint.py). Batches are a pure function of
 (seed, step), so a resumed run sees the same data and reproduces the same losses. One process
 trains a run at a time: it holds the run directory's lock until it ends, and a second is refused.
+
+A fine-tune (train.init_from: a run directory, or hf:PATH, a transformers checkpoint converted first) keeps its
+base's model and tokenizer: its config states only what it changes (the length, the RoPE scaling), e.g.
+configs/smollm2-extend.yaml, which extends SmolLM2-135M to 32,768 tokens with PoSE windows of train.seq_len.
 """
 from __future__ import annotations
 
@@ -33,12 +37,12 @@ from tqdm import tqdm
 
 from checkpoint import (
     POINTER,
-    pretrained_tokenizer,
     atomic_write_text,
     drop_best_after,
     hold,
     load_state,
     load_weights_into,
+    pretrained_tokenizer,
     read_metrics,
     read_pointer,
     read_run_config,
@@ -60,9 +64,9 @@ from config import (
     to_dict,
 )
 from data import TaskData, TokenData, open_data
-from export.convert import converted
 from data.positions import sample_positions
 from device import autocast, compiled, keep_freed_host_memory, pick_device
+from export.convert import converted
 from model.gpt import GPT, make_optimizer
 from model.positions import build_position
 from model.positions import check as check_model

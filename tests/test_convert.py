@@ -153,19 +153,27 @@ def test_train_init_from_hf_fine_tunes_with_the_checkpoints_tokenizer(pairs, tmp
     path, _ = pairs["llama3-untied"]
     (tmp_path / "extend.yaml").write_text("data: {source: shakespeare}\n")  # no model section: the checkpoint's
     train.main(["--config", str(tmp_path / "extend.yaml"), f"run.out_dir={tmp_path}", "run.name=extended",
-                f"train.init_from={path}", f"data.cache_dir={tmp_path / 'cache'}", "model.max_seq_len=64",
-                "model.position.scaling={type: yarn, factor: 2}", "train.batch_size=2", "train.max_steps=4",
-                "train.warmup_steps=1", "train.eval_every=2", "train.ckpt_every=2", "train.eval_tokens=256",
-                "train.positions={type: pose, max_position: 128}"])
+                f"train.init_from={path}", f"data.cache_dir={tmp_path / 'cache'}", "model.max_seq_len=128",
+                "model.position.scaling={type: yarn, factor: 4}", "train.seq_len=32", "train.batch_size=2",
+                "train.max_steps=4", "train.warmup_steps=1", "train.eval_every=2", "train.ckpt_every=2",
+                "train.eval_tokens=256", "train.positions={type: pose, max_position: 128}"])  # PoSE windows of L / 4
     run = tmp_path / "extended"
     config = load_model(run).cfg
-    assert (config.tie_embeddings, config.scale_embeddings, config.max_seq_len) == (False, False, 64)
+    assert (config.tie_embeddings, config.scale_embeddings, config.max_seq_len) == (False, False, 128)
     assert config.position.scaling.original_max_position_embeddings == L
     assert load_tokenizer(run).encode("to be") == load_tokenizer(path).encode("to be")
     # its own text, evaluated without --data, is read with the checkpoint's tokenizer (no sentencepiece is trained)
-    rows = extrapolation.main([str(run), "--lengths", "32,64", "--max-tokens", "256", "--out", str(tmp_path / "eval")])
+    rows = extrapolation.main([str(run), "--lengths", "32,128", "--max-tokens", "256", "--out", str(tmp_path / "eval")])
     assert [r["scaling"] for r in rows] == ["yarn (fine-tuned)"] * 2 and all(r["ppl"] for r in rows)
     assert not list((tmp_path / "cache").glob("*/tokenizer.model"))
+    # exported with its rope parameters, it loads in transformers with no custom code and gives our logits
+    out = export(run, tmp_path / "exported")
+    assert json.loads((out / "config.json").read_text())["rope_parameters"]["rope_type"] == "yarn"
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+    x = torch.randint(0, VOCAB, (1, 128))
+    with torch.no_grad():
+        expected = logits(load_model(run), x)
+        assert (theirs(x).logits - expected).abs().max() <= 1e-4 * expected.abs().max()
 
 
 @pytest.mark.skipif(not SMOLLM2.is_dir(), reason="SmolLM2 is not prepared here (make smollm2)")

@@ -96,10 +96,12 @@ def converted(path: str, cache_dir: Path) -> Path:
     key = hashlib.sha256(repr([(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files]).encode())
     name = Path(source.gguf).stem if source.gguf else source.folder.resolve().name
     run_dir = Path(cache_dir) / "converted" / f"{name}-{key.hexdigest()[:12]}"
-    if not (run_dir / "config.yaml").is_file():  # written last
-        shutil.rmtree(run_dir, ignore_errors=True)  # a conversion that was cut short
-        convert(path, run_dir)
-        print(f"converted {path} into {run_dir}")
+    # one process converts; the others (DDP ranks, a second run) wait for it
+    with hold(run_dir.with_name(f".{run_dir.name}.converting"), "a conversion (export/convert.py)", wait=900):
+        if not (run_dir / "config.yaml").is_file():  # written last
+            shutil.rmtree(run_dir, ignore_errors=True)  # a conversion that was cut short
+            convert(path, run_dir)
+            print(f"converted {path} into {run_dir}")
     return run_dir
 
 

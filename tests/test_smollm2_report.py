@@ -177,3 +177,30 @@ def test_report_md_is_rendered_from_the_committed_rows(tmp_path):
     shutil.copytree(REPORT, folder)
     pretrained.write(folder, MODEL, "../shared/corpora/gutenberg")
     assert (folder / "report.md").read_text() == (REPORT / "report.md").read_text()
+
+
+def test_the_yarn_fine_tune_against_training_free_scaling_on_the_same_tokens():
+    ft = {n: same("smollm2-yarn", "yarn (fine-tuned)", n)["ppl"] for n in (L, 2 * L, 4 * L)}
+    base = {(s, n): same("SmolLM2-135M-Instruct-Q4_1", s, n)["ppl"] for s in ("none", "yarn") for n in (L, 2 * L, 4 * L)}
+    says(PAGE, f"its perplexity is {ft[L]:.2f} at 8,192 and at 16,384 tokens and {ft[4 * L]:.2f} at 32,768",
+         f"training-free YaRN on the same tokens gives {base[('yarn', 2 * L)]:.2f} at 16,384 and "
+         f"{base[('yarn', 4 * L)]:.2f} at 32,768, unscaled RoPE {base[('none', L)]:.2f} at 8,192, "
+         f"{base[('none', 2 * L)]:.2f} at 16,384 and {base[('none', 4 * L)]:.2f} at 32,768",
+         "The fine-tune is also 8% below the base at 8,192 tokens")
+    assert f"{ft[L]:.2f}" == f"{ft[2 * L]:.2f}" and ft[4 * L] > ft[2 * L] >= ft[L]  # "lowers nothing", "a little worse"
+    assert 1 < ft[4 * L] / ft[L] < 1.05
+    assert all(ft[n] < base[("yarn", n)] < base[("none", n)] for n in (2 * L, 4 * L))  # below training-free scaling
+    assert round(100 * (1 - ft[L] / base[("none", L)])) == 8 and base[("yarn", L)] == base[("none", L)]
+    # the native measurement of the converted model reads the same book at 32,768 as transformers did by length
+    assert abs(base[("none", 4 * L)] / PPL[("none", 4 * L)]["ppl"] - 1) < 1e-4
+    log = [json.loads(line) for line in (REPORT / "extend" / "smollm2-yarn.jsonl").read_text().splitlines()]
+    says(PAGE, "batch 1, 150 steps (307,200 tokens)")
+    assert max(r["step"] for r in log) == 150 and 150 * 2048 == 307_200
+
+
+def test_training_free_pi_on_the_same_tokens():
+    row = {(s, n): same("SmolLM2-135M-Instruct-Q4_1", s, n)["ppl"] for s in ("none", "yarn", "linear")
+           for n in (2 * L, 4 * L)}
+    says(PAGE, f"is worse than no scaling at 16,384 ({row[('linear', 2 * L)]:.2f} against {row[('none', 2 * L)]:.2f}) "
+               f"and far from YaRN at 32,768 ({row[('linear', 4 * L)]:.2f} against {row[('yarn', 4 * L)]:.2f})")
+    assert row[("linear", 2 * L)] > row[("none", 2 * L)] and row[("linear", 4 * L)] > 5 * row[("yarn", 4 * L)]

@@ -122,8 +122,9 @@ def write(folder: Path, model: str, data: str) -> Path:
     books = sorted({r["tokens"] // r["span"] for r in ppl if r.get("span") and r["tokens"]})
     tokens = (f"on the same tokens at every length (--span): the first {', '.join(f'{n:,}' for n in spans)} tokens of "
               f"each of the first {' or '.join(map(str, books))} test book(s) long enough, cut into windows of the "
-              f"length, so a column differs from another only by the context each token has" if spans else "the same token budget at every length, in windows taken "
-              f"round-robin over the books, so that lengths read different text: compare rows within a column")
+              f"length, so a column differs from another only by the context each token has" if spans else
+              "the same token budget at every length, in windows taken round-robin over the books, so that lengths "
+              "read different text: compare rows within a column")
     lines = [f"# {model}: perplexity and passkey retrieval at and past its context", "",
              f"L = {L:,} tokens (its max_position_embeddings). Text: the test split of {data}. "
              f"This machine: {os.cpu_count()} CPU cores; {total / 3600:,.1f} hours of measurement in all.", "",

@@ -2,6 +2,8 @@
 committed rows: by-length/results.json (through transformers, windows that differ by length: compared within a length
 only), passkey.json, and results.json (the same tokens at every length, natively, fine-tunes included)."""
 import json
+
+import yaml
 from pathlib import Path
 
 from model.context import CONTEXT_METHODS
@@ -195,7 +197,8 @@ def test_the_yarn_fine_tune_against_training_free_scaling_on_the_same_tokens():
     assert abs(base[("none", 4 * L)] / PPL[("none", 4 * L)]["ppl"] - 1) < 1e-4
     log = [json.loads(line) for line in (REPORT / "extend" / "smollm2-yarn.jsonl").read_text().splitlines()]
     says(PAGE, "batch 1, 150 steps (307,200 tokens)")
-    assert max(r["step"] for r in log) == 150 and 150 * 2048 == 307_200
+    train = yaml.safe_load((REPORT / "extend" / "smollm2-yarn.yaml").read_text())["train"]
+    assert max(r["step"] for r in log) == 150 and 150 * train["seq_len"] * train["batch_size"] == 307_200
 
 
 def test_training_free_pi_on_the_same_tokens():

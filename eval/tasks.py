@@ -180,6 +180,17 @@ def pooled(rows: list[dict]) -> dict[tuple, float | None]:
     return {k: (v[0] / v[1] if v else None) for k, v in out.items()}
 
 
+def interval(accuracy: float, sequences: int, z: float = 1.96) -> tuple[float, float]:
+    """A 95% interval for an accuracy over `sequences` independent sequences, each scored on several answers.
+    Answers within a sequence are correlated (a copied span is one fact), so the units are the sequences; a
+    sequence's own accuracy lies in [0, 1], so the variance of their mean is at most p (1 - p) / sequences, and
+    the Wilson score interval with that variance is conservative (exact when a sequence is all right or all wrong)."""
+    p, n = accuracy, sequences
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5 / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def learned(rows: list[dict]) -> dict[tuple, bool]:
     """{(run, seed, task): accuracy >= 90% at the length the run was trained at (L, or 4x L for a
     fine-tune), measured without scaling or with the run's own, and without a context method where the rows

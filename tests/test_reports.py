@@ -1055,6 +1055,10 @@ def test_the_task_table_gives_each_task_its_chance():
     for task, spec in TASKS.items():
         row = next(line for line in (TASK_REPORT / "README.md").read_text().splitlines() if line.startswith(f"| `{task}` |"))
         assert row.rstrip(" |").endswith(f"{100 * spec.chance:.1f}%".replace(".0%", "%")), task
+    says(TASKS_PAGE, "16 (4 for `recall1`, whose values are drawn from 4; 10 digits for `passkey`)")
+    import numpy as np
+    answers = [TASKS["recall1"].make(np.random.default_rng(seed), 128) for seed in range(50)]
+    assert len({int(s.tokens[a]) for s in answers for a in s.answers}) == 4 and TASKS["recall1"].chance == 1 / 4
 
 
 def pct(x: float) -> str:
@@ -1306,11 +1310,15 @@ def test_nope_does_not_learn_recall_under_any_recipe_tried():
     copy_from = [learned_step(validation_curve("nope", s, "copy")) for s in TRACK_SEEDS]
     says(TASKS_PAGE, f"between {pct(min(late))}% and {pct(max(late))}% over the last 4,000 steps of every seed",
          "as in every NoPE run of the search (rows 13, 16, 17, 23, 25, 42, 45, 49, 61-69, 73-74: two to six layers, two to "
-         "eight heads, 3,000 to 12,000 steps, `recall` alone, lr 1e-3 to 3e-2, d 64 or 128, L 64 or 128, a start token, a "
+         "eight heads, 3,000 to 12,000 steps (row 17 stopped at 1,000), `recall` alone, lr 1e-3 to 3e-2, d 64 or 128, L 64 or 128, a start token, a "
          "curriculum over distance)",
          f"NoPE learned `copy` only late, from step {min(copy_from):,} to {max(copy_from):,} (row 49's 12,000 steps on seed 7 "
          f"left it at {pct(final(49)['copy'])}%)")
+    says(TASKS_PAGE, f"In the {len(NOPE_ROWS)} single-seed runs tried (at most 12,000 steps, six layers and d 128")
     assert max(late) < 0.5 and never_learned(NOPE_ROWS, ("recall",))
+    steps = sorted(max(recipe_log(recipe_table()[r]["log"])) for r in NOPE_ROWS)
+    assert steps[0] == 1000 and steps[1] == 3000 and steps[-1] == 12000
+    assert [r for r in NOPE_ROWS if max(recipe_log(recipe_table()[r]["log"])) < 3000] == [17]
     assert all("nope" in recipe_table()[r]["log"] for r in NOPE_ROWS)
     assert min(copy_from) > 6000
 
@@ -1318,7 +1326,8 @@ def test_nope_does_not_learn_recall_under_any_recipe_tried():
 def test_rope_fails_past_L_at_trained_distances_too():
     worst = max(task_acc("rope", t, X16, seed=s) for t in INDUCTION for s in TRACK_SEEDS)
     near = [band_acc("rope", "copy", length=X4, seed=s)[0] for s in TRACK_SEEDS]
-    says(TASKS_PAGE, f"At 16x L its `copy`, `recall` and `passkey` are at {pct(worst)}% or less in every seed",
+    says(TASKS_PAGE, f"At 16x L its `copy`, `recall` and `passkey` are at {pct(worst)}% or less in each of the six seeds (a range "
+                     "over six seeds, not a bound)",
          "are copied 100% at L and " + per_seed([pct(v) for v in near]) + " in a sequence of 4x L (seeds 11 to 16)")
     for seed in TRACK_SEEDS:
         assert pct(band_acc("rope", "copy", length=L, seed=seed)[0]) == "100"
@@ -1343,7 +1352,7 @@ def test_training_free_yarn_carries_rope_to_16x():
     unscaled = max(task_acc("rope", t, X16, seed=s) for t in INDUCTION for s in TRACK_SEEDS)
     copy = {run: acc_span([task_acc(run, "copy", X16, seed=s) for s in TRACK_SEEDS if (run, s) != ("t5", 14)])
             for run in ("alibi", "nope", "t5")}
-    says(README, f"At 16x L training-free YaRN keeps RoPE at {pct(min(at_16x))}% or more on every task in every seed, where "
+    says(README, f"Over these six seeds, at 16x L training-free YaRN keeps RoPE at {pct(min(at_16x))}% or more on every task, where "
                  f"unscaled RoPE falls to {pct(unscaled)}% or less on `copy`, `recall` and `passkey`; ALiBi keeps `copy` at "
                  f"{copy['alibi']}, NoPE at {copy['nope']}, T5 at {copy['t5']} "
                  f"({pct(task_acc('t5', 'copy', X16, seed=14))}% on seed 14).")
@@ -1576,6 +1585,9 @@ def test_self_extend_keeps_alibi_to_16x_and_breaks_rope_at_L():
         copy = {n: context_acc("self-extend", "rope", "copy", n, s) for n in (L, X2, X4, X8, X16)}
         assert max(copy, key=copy.get) in (X2, X4)
     assert max(self_extend("rope", "copy", L) + self_extend("rope", "passkey", L)) < 0.7
+    says(TASKS_PAGE, "does not hold here for RoPE; carried over to ALiBi (this repo's extension), the method keeps its "
+                     "retrieval.")
+    assert max(self_extend("rope", "copy", X16)) < 0.2 < 0.85 < min(self_extend("alibi", "copy", X16))
 
 
 def test_self_extend_shows_the_first_tokens_near_L_at_4x_and_within_56_at_L():
@@ -1621,7 +1633,7 @@ def test_attention_sinks_read_nothing_past_the_window_and_keep_what_is_within_it
     assert min(near("alibi", *seeds) + near("rope", 11)) > 0.85 > 0.7 > max(near("rope", 12, 13))
 
 
-def test_log_n_helps_alibi_on_two_seeds_and_not_rope():
+def test_log_n_moves_alibi_within_the_noise_and_not_rope():
     seeds = CONTEXT_SEEDS["logn"]
 
     def at_16x(run, task, with_logn):
@@ -1633,9 +1645,24 @@ def test_log_n_helps_alibi_on_two_seeds_and_not_rope():
                      f"without; its `recall` {quoted('alibi', 'recall', True)}, from {quoted('alibi', 'recall', False)}; its "
                      f"`passkey` {quoted('alibi', 'passkey', True)}, from {quoted('alibi', 'passkey', False)}",
          f"`copy` at 16x {quoted('rope', 'copy', True)}, from {quoted('rope', 'copy', False)}")
-    gains = [sum(x > y for x, y in zip(at_16x("alibi", t, True), at_16x("alibi", t, False))) for t in INDUCTION]
-    helped = [all(at_16x("alibi", t, True)[i] > at_16x("alibi", t, False)[i] for t in ("copy", "recall")) for i in range(3)]
-    assert helped == [True, True, False] and gains[1] == 3  # "on two seeds of three"; recall on all three
+    from eval.tasks import interval
+    rows = context_rows("logn")
+    sequences = {sum(r["samples"] for r in rows if (r["run"], r["seed"], r["task"], r["length"]) == ("alibi", s, t, X16))
+                 for s in seeds for t in INDUCTION}
+    assert sequences == {120}
+    says(TASKS_PAGE, "Each value is over 120 sequences (24 in each of five distance bands); every with-and-without pair "
+                     "but one has intervals that overlap", "the one apart is seed 13's `passkey`, which log-n lowers.")
+    apart = []
+    for t in INDUCTION:
+        for s, on, off in zip(seeds, at_16x("alibi", t, True), at_16x("alibi", t, False)):
+            (lo_on, hi_on), (lo_off, hi_off) = interval(on, 120), interval(off, 120)
+            if hi_on < lo_off or hi_off < lo_on:
+                apart.append((t, s, on < off))
+    assert apart == [("passkey", 13, True)]
+    assert {x > y for t in INDUCTION for x, y in zip(at_16x("alibi", t, True), at_16x("alibi", t, False))} == {True, False}
+    says(STUDY, "on the task track (RoPE and ALiBi; T5 was not run there) it moved ALiBi's far retrieval both ways, "
+                "mostly within the noise of a cell.")
+    assert {r["run"] for r in rows} == {"rope", "alibi"}
     assert max(at_16x("rope", "copy", True)) < 0.1
 
 
@@ -1649,7 +1676,15 @@ def test_leaky_rerope_keeps_alibi_to_16x_and_shows_rope_its_far_anchor():
     says(TASKS_PAGE, f"at 2,048 tokens `copy` {quoted('alibi', 'copy', X16)}, `recall` {quoted('alibi', 'recall', X16)} and "
                      f"`passkey` {quoted('alibi', 'passkey', X16)} ({quoted('alibi', 'copy', X16, True)}, "
                      f"{quoted('alibi', 'recall', X16, True)}, and {quoted('alibi', 'passkey', X16, True)} unscaled), within 7 "
-                     "points of its level at L on every task, length and seed")
+                     "points of its level at L on these three tasks at every length and seed")
+    single = {(t, n, s): context_acc("leaky-rerope", "alibi", t, n, s) for t in ("recall1", "passkey1") for s in seeds
+              for n in (X2, X4, X8, X16)}
+    worst = {t: min((v, n, s) for (t_, n, s), v in single.items() if t_ == t) for t in ("recall1", "passkey1")}
+    low = sorted((v, s) for (t, n, s), v in single.items() if t == "recall1" and n == X16 and v < 0.9)
+    says(TASKS_PAGE, f"`recall1` to {per_seed(pct(v) for v, _ in sorted(low, key=lambda x: x[1]))} at 16x (seeds "
+                     f"{listed(str(s) for _, s in sorted(low, key=lambda x: x[1]))}), `passkey1` to "
+                     f"{pct(worst['passkey1'][0])}% at {worst['passkey1'][1] // L}x (seed {worst['passkey1'][2]})")
+    assert worst["recall1"][0] < 0.93 and worst["passkey1"][0] < 0.93  # beyond the 7 points of the three above
     for s in seeds:
         for t in INDUCTION:
             at_L = context_acc("leaky-rerope", "alibi", t, L, s)
@@ -1683,8 +1718,8 @@ def test_dca_keeps_ropes_recall_on_two_seeds():
 
 def test_the_readme_sums_up_the_context_methods():
     says(README, "Self-Extend and Leaky ReRoPE keep ALiBi's retrieval to 16x L and break RoPE's at L; DCA keeps RoPE's "
-                 "`recall` to 16x on two seeds of three; sinks read nothing past their window; log-n helps ALiBi on two "
-                 "seeds of three.")
+                 "`recall` to 16x on two seeds of three; sinks read nothing past their window; log-n moves ALiBi's "
+                 "retrieval both ways, mostly within the noise.")
     for method in ("self-extend", "leaky-rerope"):
         for s in CONTEXT_SEEDS[method]:  # ALiBi at 16x L within 12 points of plain ALiBi at L; RoPE below 70% at L
             assert all(context_acc(method, "alibi", t, X16, s) >= task_acc("alibi", t, L, seed=s) - 0.12 for t in INDUCTION)

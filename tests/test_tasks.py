@@ -428,3 +428,11 @@ def test_a_cell_gives_the_mean_the_spread_and_every_seed():
     assert eval_tasks.cell([1.0, 0.5]) == "75 ± 35 (100/50)"
     assert eval_tasks.cell([0.25]) == "25"
     assert eval_tasks.cell([0.25, None]) == "n/a"
+
+
+def test_interval_is_wilsons_over_sequences():
+    from eval.tasks import interval
+    lo, hi = interval(0.5, 100)  # the Wilson score interval's textbook value
+    assert (round(lo, 3), round(hi, 3)) == (0.404, 0.596)
+    assert interval(1.0, 24)[1] == 1.0 and round(interval(1.0, 24)[0], 3) == 0.862
+    assert interval(0.78, 120)[0] < interval(0.68, 120)[1]  # log-n's +10 points on ALiBi's copy: within the noise

@@ -301,6 +301,8 @@ class Progress:
     loss_count: int = 0
     clock: float = dataclasses.field(default_factory=time.perf_counter)
     val_loss: float | None = None  # of the latest evaluation
+    began: float = dataclasses.field(default_factory=time.perf_counter)  # this process's training loop
+    wall_before: float = 0.0  # seconds the run trained in earlier processes (resumed from)
 
 
 def train(cfg: Config, resume: bool = False) -> Path:
@@ -367,7 +369,7 @@ def setup(cfg: Config, resume: bool) -> tuple[Session, Progress]:
               else f"{len(train_data) / 1e6:.2f}M training tokens")
     s.log(f"{cfg.run.name}: {cfg.model.position.type} | {model.num_params() / 1e6:.2f}M parameters | {device} | "
           f"{tokens_per_step(cfg)} tokens/step | {corpus}")
-    p.clock = time.perf_counter()
+    p.clock = p.began = time.perf_counter()
     return s, p
 
 
@@ -425,6 +427,7 @@ def open_run_dir(s: Session, p: Progress, tokenizer: Path | None, changes: dict)
     elif tokenizer is not None:
         shutil.copyfile(tokenizer, s.run_dir / "tokenizer.model")
     s.metrics = open_metrics(s.run_dir, p.last_good)
+    p.wall_before = max((row.get("wall_s", 0.0) for row in read_metrics(s.run_dir)), default=0.0)
     if changes:  # config.yaml now holds the new values; this keeps the history
         with open(s.run_dir / "config_changes.jsonl", "a") as f:
             f.write(json.dumps({"resumed_at_step": p.start, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -480,7 +483,10 @@ def report(s: Session, p: Progress, step: int, lr: float, is_eval: bool, write=p
     if not math.isfinite(loss):
         raise RunFailed(diverged(f"loss is {loss}", step, p.last_good, s.run_dir))
     row = {"step": step, "loss": round(loss, 5), "lr": lr,
-           "tokens_per_s": round(p.loss_count * tokens_per_step(s.cfg) / (time.perf_counter() - p.clock), 1)}
+           "tokens_per_s": round(p.loss_count * tokens_per_step(s.cfg) / (time.perf_counter() - p.clock), 1),
+           # what a report's minutes are rendered from: the run's training time so far, and on what
+           "wall_s": round(p.wall_before + time.perf_counter() - p.began, 1),
+           "threads": torch.get_num_threads(), "processes": s.world}
     if is_eval:
         metrics = evaluate(s.model, s.val_batches, s.device)
         val = p.val_loss = metrics.pop("val_loss")

@@ -79,6 +79,19 @@ def seconds(r: dict) -> float:
     return r["tokens"] / r["tokens_per_s"] if r.get("tokens_per_s") else 0.0
 
 
+def logged_minutes(rows: list[dict], per_step: int) -> float:
+    """A run's training minutes from its log: its recorded wall time (train.py's wall_s, evaluations included) or,
+    in a log written before that was recorded, the minutes its logged throughput adds up to."""
+    if "wall_s" in rows[-1]:
+        return rows[-1]["wall_s"] / 60
+    minutes, previous = 0.0, 0
+    for r in rows:  # each logged rate covers the steps since the previous log
+        if r.get("tokens_per_s"):
+            minutes += (r["step"] - previous) * per_step / r["tokens_per_s"] / 60
+            previous = r["step"]
+    return minutes
+
+
 def fine_tunes(folder: Path) -> list[str]:
     """A table of the fine-tunes whose training log and config lie in folder/extend (NAME.jsonl, NAME.yaml): windows,
     positions, steps, tokens, the minutes their logged throughput adds up to, and the validation loss."""
@@ -93,11 +106,7 @@ def fine_tunes(folder: Path) -> list[str]:
         rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
         per_step = t["seq_len"] * t["batch_size"] * t["grad_accum"]
         steps = max(r["step"] for r in rows)
-        logged = [r for r in rows if r.get("tokens_per_s")]
-        minutes, previous = 0.0, 0
-        for r in logged:  # each logged rate covers the steps since the previous log
-            minutes += (r["step"] - previous) * per_step / r["tokens_per_s"] / 60
-            previous = r["step"]
+        minutes = logged_minutes(rows, per_step)
         val = [(r["val_loss"], r["step"]) for r in rows if r.get("val_loss") is not None]
         scaling = position.get("scaling") or {"type": "none"}
         kind = scaling["type"] + (f" s = {scaling['factor']:g}" if scaling.get("factor") else "")
@@ -136,7 +145,8 @@ def write(folder: Path, model: str, data: str) -> Path:
     if tuned:
         lines += ["", "## The fine-tunes", "", "From each run's config and training log (extend/): its training windows "
                   "and the positions they carry (PoSE: chunks shifted below the target length), steps, tokens, the "
-                  "minutes its logged tokens per second add up to on this machine's CPU (both cores), and the loss on "
+                  "minutes it trained (its logged wall time, or what its logged tokens per second add up to) on this "
+                  "machine's CPU (both cores), and the loss on "
                   "validation windows of its training length at each evaluation.", "", *tuned]
     if passkey:
         lines += ["", "## Passkey retrieval by length and depth", "", passkey_report.CELL + " passkey.png draws "

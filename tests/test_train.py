@@ -18,7 +18,7 @@ from conftest import copy_run, logged_losses
 import checkpoint
 import generate
 import train
-from checkpoint import load_model, load_state, load_weights
+from checkpoint import load_model, load_state, load_weights, read_metrics
 from config import UserError
 from eval.summary import main as summary_main
 from eval.summary import budget, budget_step, markdown, summarize
@@ -59,6 +59,10 @@ def test_resume_is_exact(tiny_args, tiny_run, tmp_path):
     assert max(losses(tmp_path / "resumed")) == 10
     train.main(tiny_args + ["run.name=resumed", "train.decay_steps=20", "--resume"])
     assert losses(tmp_path / "resumed") == losses(straight)
+    rows = read_metrics(tmp_path / "resumed")  # the run's training time carries on across the resume
+    walls = [r["wall_s"] for r in rows]
+    assert walls == sorted(walls) and walls[0] > 0 and {(r["threads"], r["processes"]) for r in rows} == \
+        {(torch.get_num_threads(), 1)}
     summary = summarize(tmp_path / "resumed")
     assert (summary["steps"], summary["val_loss"]) == (20, losses(straight)[20][1])
     assert summary["from_scratch"] and summary["val_loss_by_step"] == {s: v for s, (_, v) in losses(straight).items()

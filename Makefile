@@ -9,7 +9,7 @@ TORCH ?= torch==2.13.0
 # The install marker names the torch choice, so `make demo TORCH=...` reinstalls after a first install.
 MARKER := $(VENV)/.installed-$(shell printf '%s' '$(TORCH)' | md5sum | cut -c1-12)
 
-.PHONY: install demo test extrapolation extrapolation-tasks task-anchor task-context study-context study-eval study-probe study-passkey task-eval visualize clean \
+.PHONY: install demo test reports extrapolation extrapolation-tasks task-anchor task-context study-context study-eval study-probe study-passkey task-eval visualize clean \
 	smollm2 smollm2-report smollm2-extend gpu-data gpu-cuda gpu-check gpu-tests-bench gpu-profile gpu-profile-modes gpu-bench-peer gpu-speed gpu-bench-biases gpu-study-budget gpu-study-data gpu-study gpu-study-merge gpu-minimind
 
 $(MARKER): pyproject.toml
@@ -33,6 +33,11 @@ demo: install
 # REQUIRE_ORACLES: the transformers oracle tests fail, not skip, when transformers is missing.
 test: install
 	REQUIRE_ORACLES=1 $(PY) -m pytest tests
+
+# Every report table rendered again from the committed rows beside it (eval/reports.py); the tests check that
+# none differs.
+reports: install
+	$(PY) -m eval.reports
 
 # The study behind the README's results: eight encodings and three RoPE variants (half the head
 # rotated, base 1e5, base 1e6) trained alike (configs/study.yaml, L = 128) for each of SEEDS seeds;

@@ -134,7 +134,7 @@ def markdown(rows: list[dict]) -> str:
     runs, tasks, by_key = ordered(rows)
     length = rows[0].get("length") if rows else None  # one length a file: main refuses to mix them
     at = "at L" if length is None else f"of {length} tokens"
-    lines = [f"Per run and task: the accuracy (%) on the answers of the validation sequences {at}, and the head that "
+    lines = ["# Where the heads look", "", f"Per run and task: the accuracy (%) on the answers of the validation sequences {at}, and the head that "
              "gives the token holding the answer most attention from the token that asks for it (layer.head, "
              "counted from 0), with its mean share.", "",
              "| run | seed | " + " | ".join(tasks) + " |", "|---|---:|" + "---|" * len(tasks)]
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     with held:
         rows = run_cli(work)
         atomic_write_text(args.out / RESULTS, json.dumps(rows, indent=1) + "\n")
-        atomic_write_text(args.out / "heads.md", "# Where the heads look\n\n" + markdown(rows))
+        atomic_write_text(args.out / "heads.md", markdown(rows))
         plot(rows, args.out / "heads.png")
     print(markdown(rows))
     print(f"wrote {args.out}/{RESULTS}, heads.md, heads.png")

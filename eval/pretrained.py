@@ -5,7 +5,8 @@ every fine-tune (its training log and config in extend/) its windows, steps, tok
 
     python -m eval.pretrained reports/smollm2 --model "SmolLM2-135M-Instruct ..." --data ../shared/corpora/gutenberg
 
-Writes report.md and passkey.png beside results.json and passkey.json.
+Writes report.md, passkey.png and report.json (its settings, for `make reports`) beside results.json and
+passkey.json.
 """
 from __future__ import annotations
 
@@ -118,7 +119,24 @@ def fine_tunes(folder: Path) -> list[str]:
     return lines
 
 
+SETTINGS = "report.json"  # what render takes beside the rows, so that `make reports` renders the report again
+
+
 def write(folder: Path, model: str, data: str) -> Path:
+    """report.md (and passkey.png) from the rows in folder; report.json keeps the model, the text and this machine's
+    cores for a later rendering (eval.reports)."""
+    settings = {"model": model, "data": data, "cores": os.cpu_count()}
+    text = render(folder, **settings)
+    (folder / SETTINGS).write_text(json.dumps(settings, indent=1) + "\n")
+    passkey = previous_rows(folder / passkey_report.RESULTS, "eval.passkey", "depth")
+    if passkey:
+        passkey_report.plot_heatmap(passkey, folder / "passkey.png")
+    (folder / "report.md").write_text(text)
+    return folder / "report.md"
+
+
+def render(folder: Path, model: str, data: str, cores: int) -> str:
+    """The text of report.md, from the rows in folder and the settings write records."""
     ppl = previous_rows(folder / "results.json", "eval.extrapolation", "ppl")
     passkey = previous_rows(folder / passkey_report.RESULTS, "eval.passkey", "depth")
     if not ppl and not passkey:
@@ -136,7 +154,7 @@ def write(folder: Path, model: str, data: str) -> Path:
               "read different text: compare rows within a column")
     lines = [f"# {model}: perplexity and passkey retrieval at and past its context", "",
              f"L = {L:,} tokens (its max_position_embeddings). Text: the test split of {data}. "
-             f"This machine: {os.cpu_count()} CPU cores; {total / 3600:,.1f} hours of measurement in all.", "",
+             f"Measured on {cores} CPU cores; {total / 3600:,.1f} hours of measurement in all.", "",
              DESCRIPTION.format(tokens=tokens)]
     if ppl:
         lines += ["", "## Perplexity by length", "",
@@ -145,15 +163,13 @@ def write(folder: Path, model: str, data: str) -> Path:
     if tuned:
         lines += ["", "## The fine-tunes", "", "From each run's config and training log (extend/): its training windows "
                   "and the positions they carry (PoSE: chunks shifted below the target length), steps, tokens, the "
-                  "minutes it trained (its logged wall time, or what its logged tokens per second add up to) on this "
-                  "machine's CPU (both cores), and the loss on "
+                  "minutes it trained (its logged wall time, or what its logged tokens per second add up to) on "
+                  f"{cores} CPU cores, and the loss on "
                   "validation windows of its training length at each evaluation.", "", *tuned]
     if passkey:
         lines += ["", "## Passkey retrieval by length and depth", "", passkey_report.CELL + " passkey.png draws "
                   "the shares.", "", *passkey_report.tables(passkey, level="###")]
-        passkey_report.plot_heatmap(passkey, folder / "passkey.png")
-    (folder / "report.md").write_text("\n".join(lines) + "\n")
-    return folder / "report.md"
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None):

@@ -280,10 +280,12 @@ def markdown(rows: list[dict]) -> str:
     if passkey:
         candidates = next((r["candidates"] for r in passkey if r.get("candidates")), None)
         depths = sorted({r["depth"] for r in passkey})
-        lines += passkey_table(passkey, "value", "{:.2f}", "Passkey retrieval: share of keys ranked first "
-                               f"(depths {', '.join(map(str, depths))}, all seeds)")
-        lines += passkey_table(passkey, "rank", "{:.1f}", f"Passkey: mean rank of the true key among {candidates} "
-                               f"candidate words (chance {(candidates + 1) / 2 if candidates else 'n/a'}; 1 is retrieval)")
+        # rows from before the rank was recorded hold greedy accuracy, not the share ranked first, and no rank
+        measure = "Passkey retrieval: share of keys ranked first" if candidates else "Passkey retrieval accuracy"
+        lines += passkey_table(passkey, "value", "{:.2f}", f"{measure} (depths {', '.join(map(str, depths))}, all seeds)")
+        if candidates:
+            lines += passkey_table(passkey, "rank", "{:.1f}", f"Passkey: mean rank of the true key among "
+                                   f"{candidates} candidate words (chance {(candidates + 1) / 2}; 1 is retrieval)")
     return "\n".join(lines) + "\n"
 
 

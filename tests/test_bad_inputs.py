@@ -31,7 +31,7 @@ import export.convert
 import export.llama
 import generate
 import train
-from eval import bench, extrapolation, heads, merge, passkey, plots, probe, summary, tasks
+from eval import bench, extrapolation, heads, merge, passkey, plots, probe, reports, summary, tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 # The tiny_args overrides of conftest.py, so a case that wrongly passed validation would stay small.
@@ -284,6 +284,7 @@ CASES = [
     ("tasks-scaling-name", ["eval.tasks", "{run}", "--scaling", "rotary"], "unknown: 'rotary'"),
     ("tasks-out-file", ["eval.tasks", "{run}", "--out", "{file}"], "--out {file} is a file, not a folder"),
     ("heads-no-run", ["eval.heads", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
+    ("reports-no-folder", ["eval.reports", "{tmp}/no-such-run"], "{tmp}/no-such-run: no such folder"),
     ("heads-text-run", ["eval.heads", "{run}", "--out", "{tmp}/out"], "not tasks: evaluate it with python -m eval.extrapolation"),
     ("heads-samples", ["eval.heads", "{run}", "--samples", "0"], "--samples must be >= 1"),
     ("heads-task-name", ["eval.heads", "{run}", "--tasks", "recal"], "unknown task 'recal'"),
@@ -395,7 +396,8 @@ SUBPROCESS = ["train-optional-int-type", "run-device-missing", "resume-model-cha
 MAINS = {"train.py": train.main, "generate.py": generate.main, "data.prepare": data.prepare.main,
          "export": export.llama.main, "export.convert": export.convert.main, "eval.extrapolation": extrapolation.main, "eval.probe": probe.main,
          "eval.summary": summary.main, "eval.bench": bench.main, "eval.plots": plots.main, "eval.tasks": tasks.main,
-         "eval.merge": merge.main, "eval.passkey": passkey.main, "eval.heads": heads.main}
+         "eval.merge": merge.main, "eval.passkey": passkey.main, "eval.heads": heads.main,
+         "eval.reports": reports.main}
 
 
 @pytest.fixture(scope="module")

@@ -171,16 +171,6 @@ def test_every_length_scores_the_same_tokens():
     assert {r["length"] for r in SAME} == {L, 2 * L, 4 * L}
 
 
-def test_report_md_is_rendered_from_the_committed_rows(tmp_path):
-    import shutil
-
-    from eval import pretrained
-    folder = tmp_path / "smollm2"
-    shutil.copytree(REPORT, folder)
-    pretrained.write(folder, MODEL, "../shared/corpora/gutenberg")
-    assert (folder / "report.md").read_text() == (REPORT / "report.md").read_text()
-
-
 def test_the_yarn_fine_tune_against_training_free_scaling_on_the_same_tokens():
     ft = {n: same("smollm2-yarn", "yarn (fine-tuned)", n)["ppl"] for n in (L, 2 * L, 4 * L)}
     base = {(s, n): same("SmolLM2-135M-Instruct-Q4_1", s, n)["ppl"] for s in ("none", "yarn") for n in (L, 2 * L, 4 * L)}

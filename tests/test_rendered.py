@@ -1,0 +1,32 @@
+"""The committed report tables are their rows rendered (eval.reports, `make reports`): none has drifted."""
+import shutil
+from pathlib import Path
+
+import pytest
+
+from eval import reports
+
+REPORTS = Path(__file__).resolve().parents[1] / "reports"
+
+
+def test_every_committed_table_is_its_rows_rendered():
+    tables = reports.rendered(REPORTS)
+    assert len(tables) >= 30 and REPORTS / "smollm2" / "report.md" in tables  # every evaluator's tables are in it
+    assert [str(p.relative_to(REPORTS)) for p in reports.stale(REPORTS)] == []
+
+
+def test_a_drifted_table_is_named_then_rendered_again(tmp_path, capsys):
+    folder = tmp_path / "reports"
+    shutil.copytree(REPORTS / "tasks" / "context" / "logn", folder / "logn")
+    table = folder / "logn" / "results.md"
+    committed = table.read_text()
+    table.write_text(committed.replace("100 ± 0", "99 ± 0", 1))  # a number typed over the rendered one
+    assert table.read_text() != committed
+    with pytest.raises(SystemExit) as e:
+        reports.main([str(folder), "--check"])
+    assert e.value.code == 1 and f"differs from its rows: {table}" in capsys.readouterr().out
+    reports.main([str(folder)])
+    assert table.read_text() == committed
+    with pytest.raises(SystemExit) as e:
+        reports.main([str(folder), "--check"])
+    assert e.value.code == 0

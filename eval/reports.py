@@ -4,7 +4,9 @@
 
 Under FOLDER, each table file that sits beside its rows is rendered by the evaluator that wrote it: results.md from
 results.json (eval.extrapolation) or results.json.gz (eval.tasks), probes.md from probes.json, passkey.md from
-passkey.json, heads.md from heads.json; and a folder with eval.pretrained's report.json gets its report.md again.
+passkey.json, heads.md from heads.json; a folder with eval.pretrained's report.json gets its report.md again; and
+the tables inside a report's README sit between <!-- rendered: NAME --> and <!-- /rendered --> lines, filled by
+BLOCKS below.
 Plain `python -m eval.reports` rewrites the files whose text differs; --check writes nothing, names each such file
 and exits 1 (the test suite runs it). The plots are not rendered again: their pixels depend on matplotlib's version.
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Callable
@@ -50,7 +53,71 @@ def rendered(folder: Path) -> dict[Path, str]:
                 out[table] = markdown(read_rows(rows_path))
     for settings in sorted(folder.rglob(pretrained.SETTINGS)):
         out[settings.parent / "report.md"] = pretrained.render(settings.parent, **json.loads(settings.read_text()))
+    for page, blocks in BLOCKS.items():
+        if (folder / page).exists():
+            out[folder / page] = with_blocks(folder / page, blocks, folder)
     return out
+
+
+# ----------------------------------------------------------------------------- tables inside a README
+
+def ppl_block(folder: Path, shown: list[tuple[str, str, str, str]], digits: int) -> str:
+    """A perplexity table from folder/results.json: one line per (run, curve label as results.md names it) with the
+    run and scaling as the page names them, mean ± sample sd over seeds at each length (multiples of L)."""
+    rows = read_rows(folder / "results.json")
+    lengths = sorted({r["length"] for r in rows})
+    L = min(r["train_length"] for r in rows)
+    cells = results.curves(rows)
+    lines = ["| run | scaling | " + " | ".join(f"{n} ({n // L}x)" for n in lengths) + " |",
+             "|---|---|" + "---:|" * len(lengths)]
+    for run, label, name, scaling in shown:
+        (curve,) = [c for (r, _, lab, _), c in cells.items() if (r, lab) == (run, label)]
+        values = []
+        for n in lengths:
+            ppl = [r["ppl"] for r in curve.get(n, [])]
+            if not ppl or None in ppl:
+                values.append("n/a")
+                continue
+            mean, sd = results.spread(ppl)
+            values.append(f"{mean:.{digits}f} ± {sd:.{digits}f}")
+        lines.append(f"| {name} | {scaling} | " + " | ".join(values) + " |")
+    return "\n".join(lines)
+
+
+# {README: {block name: its rendering from the reports folder}}; in the page a block sits between
+# <!-- rendered: NAME --> and <!-- /rendered --> lines.
+BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
+    "extrapolation/README.md": {"ppl-seeds-1-3": lambda reports: ppl_block(reports / "extrapolation", [
+        ("learned", "none", "learned", "none"), ("sinusoidal", "none", "sinusoidal", "none"),
+        ("rope", "none", "rope", "none"), ("alibi", "none", "alibi", "none"), ("nope", "none", "nope", "none"),
+        ("rope", "linear (s = length/L)", "rope", "linear (PI), s = length/L"),
+        ("rope", "linear (s = 4)", "rope", "linear (PI), s = 4"),
+        ("rope", "ntk (s = length/L)", "rope", "ntk, s = length/L"), ("rope", "ntk (s = 4)", "rope", "ntk, s = 4"),
+        ("rope", "dynamic (s = T/L, cached)", "rope", "dynamic (NTK), through the cache"),
+        ("rope", "yarn (s = length/L)", "rope", "yarn, s = length/L"), ("rope", "yarn (s = 4)", "rope", "yarn, s = 4"),
+        ("rope", "dynamic-yarn (s = T/L, cached)", "rope", "dynamic-yarn, through the cache"),
+        ("rope-pi", "linear (fine-tuned)", "rope + PI, fine-tuned at 512", "linear x4"),
+        ("rope-yarn", "yarn (fine-tuned)", "rope + YaRN, fine-tuned at 512", "yarn x4"),
+        ("rope-continued", "none (fine-tuned)", "rope continued at 512 (control)", "none")], digits=1)},
+    "extrapolation-gpu/README.md": {"ppl-seeds-1-4": lambda reports: ppl_block(reports / "extrapolation-gpu", [
+        ("learned", "none", "learned", "none"), ("sinusoidal", "none", "sinusoidal", "none"),
+        ("rope", "none", "rope", "none"), ("rope", "yarn (s = length/L)", "rope", "yarn (s = length/L)"),
+        ("rope", "dynamic-yarn (s = T/L, cached)", "rope", "dynamic-yarn (s = T/L)"),
+        ("alibi", "none", "alibi", "none"), ("nope", "none", "nope", "none"),
+        ("rope-pi", "linear (fine-tuned)", "rope-pi", "linear (fine-tuned)"),
+        ("rope-yarn", "yarn (fine-tuned)", "rope-yarn", "yarn (fine-tuned)"),
+        ("rope-continued", "none (fine-tuned)", "rope-continued", "none (fine-tuned)")], digits=2)},
+}
+BLOCK = re.compile(r"(<!-- rendered: (\S+) -->\n).*?(\n<!-- /rendered -->)", re.S)
+
+
+def with_blocks(page: Path, blocks: dict[str, Callable[[Path], str]], reports: Path) -> str:
+    """The page with each of its rendered blocks filled again; a block the page lacks or does not know is an error."""
+    text = page.read_text()
+    found = [m.group(2) for m in BLOCK.finditer(text)]
+    if sorted(found) != sorted(blocks):
+        raise UserError(f"{page}: rendered blocks {found}, expected {sorted(blocks)} (eval/reports.py BLOCKS)")
+    return BLOCK.sub(lambda m: m.group(1) + blocks[m.group(2)](reports) + m.group(3), text)
 
 
 def stale(folder: Path) -> dict[Path, str]:

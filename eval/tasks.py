@@ -232,6 +232,25 @@ def curves(rows: list[dict], by: str) -> dict[tuple, dict]:
     return out
 
 
+def interval_note(rows: list[dict]) -> str:
+    """How wide a 95% interval over sequences is around one seed's value, by how many sequences its cell holds."""
+    per_cell: dict[tuple, int] = {}
+    for r in rows:
+        key = (r["run"], r["seed"], r["task"], curve_label(r), r["length"], r["multiple"])
+        per_cell[key] = per_cell.get(key, 0) + r["samples"]
+    sizes = sorted({(key[-1], n) for key, n in per_cell.items()})
+    band = sorted({r["samples"] for r in rows})
+
+    def half(n: int) -> str:
+        lo, hi = interval(0.5, n)
+        return f"±{100 * (hi - lo) / 2:.0f}"
+    by_length = ", ".join(f"{n} sequences at {m:g}x ({half(n)})" for m, n in sizes)
+    return ("- Intervals: answers within a sequence are not independent (a copied span is one fact), so a 95% interval "
+            "for one seed's value counts sequences (eval.tasks.interval, conservative). Half-widths at 50%, narrower "
+            f"towards 0 and 100: by length, {by_length}; by distance, {', '.join(map(str, band))} sequences a band "
+            f"({', '.join(half(n) for n in band)}). Two values whose intervals overlap are not told apart here.")
+
+
 def markdown(rows: list[dict]) -> str:
     ok = learned(rows)
     seeds = sorted({r["seed"] for r in rows})
@@ -249,7 +268,8 @@ def markdown(rows: list[dict]) -> str:
              "distances seen in training; the other bands are distances longer than any the base run saw "
              "(a fine-tune saw up to 4x L).",
              "- s = length/L, s = 4, s = T/L (cached): the scalings as in eval.extrapolation; \"(fine-tuned)\": "
-             "continued at 4x L with that scaling, \"none (fine-tuned)\" the control."]
+             "continued at 4x L with that scaling, \"none (fine-tuned)\" the control.",
+             interval_note(rows)]
     for by, title in (("length", "by length (multiples of L)"),
                       ("distance", "by distance from the question, at the longest length")):
         table = curves(rows, by)

@@ -436,3 +436,11 @@ def test_interval_is_wilsons_over_sequences():
     assert (round(lo, 3), round(hi, 3)) == (0.404, 0.596)
     assert interval(1.0, 24)[1] == 1.0 and round(interval(1.0, 24)[0], 3) == 0.862
     assert interval(0.78, 120)[0] < interval(0.68, 120)[1]  # log-n's +10 points on ALiBi's copy: within the noise
+
+
+def test_the_tables_say_how_wide_an_interval_is_by_how_many_sequences_a_cell_holds():
+    from eval.tasks import interval_note
+    row = {"run": "rope", "seed": 1, "task": "copy", "scaling": "none", "factor_rule": None, "samples": 24}
+    rows = [{**row, "length": 128, "multiple": 1.0}] + [{**row, "length": 256, "multiple": 2.0}] * 2
+    note = interval_note(rows)
+    assert "24 sequences at 1x (±19), 48 sequences at 2x (±14)" in note and "24 sequences a band (±19)" in note

@@ -172,6 +172,8 @@ class ScalingConfig:
     attention_factor: float | None = None  # yarn
     low_freq_factor: float | None = None  # llama3
     high_freq_factor: float | None = None  # llama3
+    short_factor: list[float] | None = None  # longrope: one divisor per rotated pair, up to L
+    long_factor: list[float] | None = None  # longrope: the same past L
 
     def to_dict(self) -> dict:
         """The keys that are set, as a user would write them."""
@@ -421,6 +423,11 @@ def _check_type(value: Any, tp: Any, key: str) -> Any:
         if not isinstance(value, dict):
             raise UserError(f"{key}: expected a mapping, got {type(value).__name__} ({value!r})")
         return from_dict(tp, value, key)
+    if origin is list:
+        if not isinstance(value, list):
+            raise UserError(f"{key}: expected a list, got {type(value).__name__} ({value!r})")
+        (item,) = typing.get_args(tp)
+        return [_check_type(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
     if tp is float and not isinstance(value, bool):
         if isinstance(value, int):
             return float(value)

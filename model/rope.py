@@ -152,6 +152,31 @@ def _llama3(d, b, L, s, T, p, device):
     return (inv / s) * (1 - smooth) + inv * smooth, 1.0
 
 
+def longrope_rule(p: ScalingConfig) -> str | None:
+    return (None if p.short_factor and p.long_factor else
+            "longrope needs short_factor and long_factor (one factor per rotated pair each)")
+
+
+@register("longrope", keys={"short_factor": None, "long_factor": None, "attention_factor": None}, dynamic=True,
+          hf_name="longrope", rule=longrope_rule, temperature=True)
+def _longrope(d, b, L, s, T, p, device):
+    # LongRoPE (Ding et al., arXiv 2402.13753; transformers' _compute_longrope_parameters, as Phi-3 uses it): each
+    # pair's frequency divided by a factor of its own, the short ones up to L and the long ones past it (found by
+    # the paper's evolutionary search, read from the checkpoint's config), and cos and sin scaled by
+    # sqrt(1 + ln s / ln L) (section 3.2 of the paper; s = 1 leaves them).
+    short, long = p.short_factor, p.long_factor
+    if len(short) != d // 2 or len(long) != d // 2:
+        raise UserError(f"longrope: short_factor and long_factor need {d // 2} values each (one per rotated pair), "
+                        f"got {len(short)} and {len(long)}")
+    short, long = (torch.tensor(f, dtype=torch.float32, device=device) for f in (short, long))
+    beyond = T is not None and T > L  # a 0-d tensor for a static cache's length: chosen on the device
+    factors = torch.where(beyond, long, short) if torch.is_tensor(beyond) else (long if beyond else short)
+    inv = 1.0 / (factors * b ** (torch.arange(0, d, 2, dtype=torch.int64, device=device).float() / d))
+    if p.attention_factor is not None:
+        return inv, float(p.attention_factor)
+    return inv, math.sqrt(1 + math.log(s) / math.log(L)) if s > 1 else 1.0
+
+
 def check_scaling(scaling: ScalingConfig | None, key: str = "scaling") -> None:
     """A UserError naming the key unless the method exists, has the factor it needs, and every key set
     belongs to it and is in range."""
@@ -170,8 +195,9 @@ def check_scaling(scaling: ScalingConfig | None, key: str = "scaling") -> None:
     if scaling.factor is not None and not scaling.factor >= 1:
         raise UserError(f"{key}.factor must be >= 1, got {scaling.factor}")
     for name in ("original_max_position_embeddings", *method.keys):
-        if getattr(scaling, name) is not None and not getattr(scaling, name) > 0:
-            raise UserError(f"{key}.{name} must be > 0, got {getattr(scaling, name)}")
+        value = getattr(scaling, name)
+        if value is not None and not all(v > 0 for v in (value if isinstance(value, list) else [value])):
+            raise UserError(f"{key}.{name} must be > 0, got {value}")
     problem = method.rule(scaling) if method.rule else None
     if problem:
         raise UserError(f"{key}: {problem}")

@@ -35,6 +35,10 @@ def rope_settings(theta: float, d: int, max_seq_len: int, scaling: ScalingConfig
     if kind == "yarn":
         legacy.update({k: getattr(scaling, k) for k in ("beta_fast", "beta_slow", "attention_factor")
                        if getattr(scaling, k) is not None})
+    if kind == "longrope":  # transformers requires both factor lists and the original length
+        legacy.update(short_factor=scaling.short_factor, long_factor=scaling.long_factor,
+                      original_max_position_embeddings=original,
+                      **({"attention_factor": scaling.attention_factor} if scaling.attention_factor else {}))
     if kind == "llama3":  # transformers requires both factors and the original length
         legacy.update(low_freq_factor=setting(scaling, "low_freq_factor"),
                       high_freq_factor=setting(scaling, "high_freq_factor"), original_max_position_embeddings=original)

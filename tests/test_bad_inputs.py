@@ -208,6 +208,10 @@ CASES = [
      "unknown config key 'model.position.scaling.factr'"),
     ("train-scaling-foreign-key", TRAIN + ["model.position.scaling={type: linear, factor: 2, beta_fast: 8}"],
      "RoPE scaling 'linear' takes no key 'beta_fast'"),
+    ("train-longrope-without-factors", TRAIN + ["model.position.scaling={type: longrope, factor: 4}"],
+     "longrope needs short_factor and long_factor (one factor per rotated pair each)"),
+    ("generate-longrope-short-list", GEN + ["--rope-scaling", "{type: longrope, factor: 4, short_factor: [1, 1], "
+                                            "long_factor: [1, 2]}"], "need 4 values each (one per rotated pair), got 2 and 2"),
     ("generate-rope-scaling-misspelt-key", GEN + ["--rope-scaling", "{type: yarn, factr: 4}"],
      "unknown config key '--rope-scaling.factr'"),
     ("generate-rope-scaling-rope-type", GEN + ["--rope-scaling", "{rope_type: yarn, factr: 4}"],

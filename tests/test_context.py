@@ -288,8 +288,8 @@ def test_flex_attention_reads_the_bias_a_method_shows(position, name):
 REFUSED = [(name, enc, None) for name in CONTEXT_METHODS for enc in ("learned", "sinusoidal")]
 REFUSED += [(name, "nope", None) for name in ("self-extend", "rerope", "leaky-rerope", "dca")]
 REFUSED += [(name, "rope", kind) for name in ("self-extend", "rerope", "leaky-rerope", "dca", "sinks")
-            for kind in ("dynamic", "dynamic-yarn")]
-REFUSED += [("logn", "rope", kind) for kind in ("yarn", "dynamic-yarn")]
+            for kind in ("dynamic", "dynamic-yarn", "longrope")]  # the length-following scalings
+REFUSED += [("logn", "rope", kind) for kind in ("yarn", "dynamic-yarn", "longrope")]  # a second temperature
 
 
 def scaling_of(kind):

@@ -35,7 +35,9 @@ ARCHITECTURES = {  # name: (config class, model class, settings beyond SHAPE)
     "mistral": ("MistralConfig", "MistralForCausalLM", dict(tie_word_embeddings=False, sliding_window=None)),
 }
 SCALINGS = [None, {"type": "linear", "factor": 4.0}, {"type": "ntk", "factor": 4.0}, {"type": "yarn", "factor": 4.0},
-            {"type": "llama3", "factor": 4.0}, {"type": "dynamic", "factor": 1.0}]
+            {"type": "llama3", "factor": 4.0}, {"type": "dynamic", "factor": 1.0},
+            {"type": "longrope", "factor": 4.0, "short_factor": [1.0, 1.0, 1.1, 1.2, 1.5, 2.0, 2.5, 3.0],
+             "long_factor": [1.0, 1.2, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0]}]  # head_dim 16: a factor per pair
 
 
 def tokenizer_files(folder: Path) -> None:

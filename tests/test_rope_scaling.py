@@ -36,6 +36,11 @@ def scaling(kind, factor, L, **extra):
     return ScalingConfig(kind, factor, L, **extra)
 
 
+def unit_factors(kind, d):
+    """LongRoPE's per-pair factor lists, all 1 (plain RoPE's frequencies); nothing for the other methods."""
+    return {"short_factor": [1.0] * (d // 2), "long_factor": [1.0] * (d // 2)} if kind == "longrope" else {}
+
+
 def parsed(value):
     """A scaling as every entry point reads it: parsed, then checked against the registry."""
     value = parse_scaling(value)
@@ -50,17 +55,18 @@ def plain(d, theta=10000.0):
 # ---------------------------------------------------------------- oracle: transformers
 
 
-def hf_config(kind, d, theta, L, factor, low_freq_factor=1.0, high_freq_factor=4.0):
+def hf_config(kind, d, theta, L, factor, low_freq_factor=1.0, high_freq_factor=4.0, **extra):
     """A Llama config whose RoPE is `kind`. transformers' dynamic NTK reads the original length from
     `max_position_embeddings`, while linear ignores it and yarn reads `original_max_position_embeddings`."""
     from transformers import LlamaConfig
     params = {"rope_type": kind, "rope_theta": theta}
     if kind != "default":
         params["factor"] = factor
-    if kind in ("yarn", "llama3"):
+    if kind in ("yarn", "llama3", "longrope"):
         params["original_max_position_embeddings"] = L
     if kind == "llama3":
         params.update(low_freq_factor=low_freq_factor, high_freq_factor=high_freq_factor)
+    params.update(extra)  # longrope's factor lists
     return LlamaConfig(hidden_size=2 * d, num_attention_heads=2, num_key_value_heads=2, head_dim=d,
                        max_position_embeddings=L, rope_parameters=params)
 
@@ -111,6 +117,38 @@ def test_yarn_edge_cases_match_transformers(d, theta, L, s, beta_fast, beta_slow
     config.rope_parameters.update(betas)
     ours = rope_frequencies(d, theta, scaling("yarn", s, L, **betas))
     assert_matches_hf(ours, ROPE_INIT_FUNCTIONS["yarn"](config, None))
+
+
+def test_longrope_matches_transformers_over_grid():
+    # Per-pair factors as a checkpoint's config holds them (random here), the short ones up to L, the long past it.
+    pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    g = torch.Generator().manual_seed(0)
+    for d, theta, L, s in itertools.product(HEAD_DIMS, THETAS, LENGTHS, FACTORS):
+        short, long = (1 + torch.rand(d // 2, generator=g) * k for k in (0.5, 2 * s))
+        keys = {"short_factor": short.tolist(), "long_factor": long.tolist()}
+        config = hf_config("longrope", d, theta, L, s, **keys)
+        for T in (None, L // 2, L, L + 1, 4 * L):
+            ours = rope_frequencies(d, theta, parsed({"type": "longrope", "factor": s,
+                                                      "original_max_position_embeddings": L, **keys}), seq_len=T)
+            assert_matches_hf(ours, ROPE_INIT_FUNCTIONS["longrope"](config, None, seq_len=T))
+
+
+def test_longrope_needs_a_factor_per_pair_and_picks_them_on_the_device():
+    with pytest.raises(UserError, match="needs short_factor and long_factor"):
+        parsed({"type": "longrope", "factor": 4, "original_max_position_embeddings": 64, "short_factor": [1.0]})
+    with pytest.raises(UserError, match="must be > 0"):
+        parsed({"type": "longrope", "factor": 4, "short_factor": [1.0, -1.0], "long_factor": [1.0, 2.0]})
+    three = scaling("longrope", 4, 64, short_factor=[1.0] * 3, long_factor=[2.0] * 3)
+    with pytest.raises(UserError, match="need 8 values each"):
+        rope_frequencies(16, 1e4, three)
+    keys = {"short_factor": [1.0] * 8, "long_factor": [4.0] * 8}
+    for T in (64, 65):  # a static cache's length is a 0-d tensor: the same frequencies as the int
+        as_int = rope_frequencies(16, 1e4, scaling("longrope", 4, 64, **keys), seq_len=T)
+        as_tensor = rope_frequencies(16, 1e4, scaling("longrope", 4, 64, **keys), seq_len=torch.tensor(T))
+        torch.testing.assert_close(as_int[0], as_tensor[0], rtol=0, atol=0)
+    torch.testing.assert_close(rope_frequencies(16, 1e4, scaling("longrope", 4, 64, **keys), seq_len=65)[0],
+                               plain(16) / 4)  # past L: every pair divided by its long factor
 
 
 def test_plain_rope_matches_transformers_default():
@@ -166,7 +204,7 @@ def test_factor_one_is_plain_rope(kind):
     L = 256
     seq_lens = (None, L // 2, L) if SCALINGS[kind].dynamic else (None, L, 4 * L)
     for d, T in itertools.product(HEAD_DIMS, seq_lens):
-        inv, factor = rope_frequencies(d, 10000.0, scaling(kind, 1, L), seq_len=T)
+        inv, factor = rope_frequencies(d, 10000.0, scaling(kind, 1, L, **unit_factors(kind, d)), seq_len=T)
         torch.testing.assert_close(inv, plain(d), rtol=1e-6, atol=0)
         assert factor == 1.0
 
@@ -328,13 +366,13 @@ def test_a_bad_scaling_is_one_error_naming_the_key(bad, named):
 def test_every_method_takes_its_own_keys():
     for name, method in SCALINGS.items():
         values = {"beta_fast": 64.0, "beta_slow": 2.0, "attention_factor": 1.2, "low_freq_factor": 1.0,
-                  "high_freq_factor": 8.0}
+                  "high_freq_factor": 8.0, **unit_factors("longrope", 32)}
         extra = {k: values[k] for k in method.keys}
         assert parsed({"type": name, "factor": 2, "original_max_position_embeddings": 64, **extra}).type == name
     assert rope_frequencies(32, 1e4, scaling("yarn", 4, 256, attention_factor=1.5))[1] == 1.5
 
 
-@pytest.mark.parametrize("kind", [k for k in SCALINGS if SCALINGS[k].keys])
+@pytest.mark.parametrize("kind", [k for k in SCALINGS if any(v is not None for v in SCALINGS[k].keys.values())])
 def test_a_method_key_left_out_takes_its_registry_default(kind):
     defaults = {k: v for k, v in SCALINGS[kind].keys.items() if v is not None}
     bare, explicit = scaling(kind, 4, 256), scaling(kind, 4, 256, **defaults)

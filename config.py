@@ -242,6 +242,7 @@ class PositionConfig:
     type: str = "rope"  # a name in model/positions.py's registry
     theta: float = 10000.0  # rope: the base b of the frequencies b^(-2i/d)
     rotary_fraction: float = 1.0  # rope: the share of each head's dimensions rotated (GPT-NeoX's partial rotary)
+    kept_frequencies: float = 1.0  # rope: p-RoPE's p, the share of the frequencies kept (the highest); the rest 0
     buckets: int = 32  # t5: distance buckets per head
     max_distance: int = 128  # t5: the distance from which every distance shares the last bucket
     # Applied at load time for evaluation and generation, or here in a context-extension fine-tune.
@@ -293,11 +294,13 @@ class ModelConfig:
             raise UserError(f"model.n_heads ({self.n_heads}) must be a multiple of model.n_kv_heads ({self.n_kv_heads})")
         p = self.position
         check(0 < p.rotary_fraction <= 1, "model.position.rotary_fraction", "in (0, 1]", p.rotary_fraction)
+        check(0 < p.kept_frequencies <= 1, "model.position.kept_frequencies", "in (0, 1]", p.kept_frequencies)
         check(p.buckets >= 2, "model.position.buckets", "at least 2", p.buckets)
         check(p.max_distance > p.buckets // 2, "model.position.max_distance",
               f"above buckets / 2 = {p.buckets // 2} (the exact buckets)", p.max_distance)
         defaults = PositionConfig()
-        for key, owner in (("scaling", "rope"), ("rotary_fraction", "rope"), ("buckets", "t5"), ("max_distance", "t5")):
+        for key, owner in (("scaling", "rope"), ("rotary_fraction", "rope"), ("kept_frequencies", "rope"),
+                           ("buckets", "t5"), ("max_distance", "t5")):
             if getattr(p, key) != getattr(defaults, key) and p.type != owner:
                 raise UserError(f"model.position.{key} applies to {owner} only, not {p.type!r}")
 

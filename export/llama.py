@@ -58,6 +58,9 @@ def check_exportable(cfg: ModelConfig) -> None:
         raise UserError(f"cannot export a model with {cfg.position.type!r} positions: transformers' Llama "
                         f"has rotary positions only (learned, sinusoidal, alibi, t5, kerple, fire and nope cannot "
                         f"be expressed)")
+    if cfg.position.kept_frequencies != 1:
+        raise UserError(f"cannot export p-RoPE (model.position.kept_frequencies={cfg.position.kept_frequencies:g}): "
+                        "transformers' Llama rotates every frequency")
     if cfg.position.rotary_fraction != 1:
         raise UserError(f"cannot export partial RoPE (model.position.rotary_fraction="
                         f"{cfg.position.rotary_fraction:g}): transformers' Llama rotates every head dimension")

@@ -200,14 +200,18 @@ def rotary_dims(cfg: ModelConfig) -> int:
 @register("rope")
 class Rope(PositionalEncoding):
     """Rotary embedding of q and k (model/rope.py), with an optional scaling method, on the first
-    `rotary_dims` dimensions of each head (all of them by default); the others carry no position."""
+    `rotary_dims` dimensions of each head (all of them by default); the others carry no position. With
+    kept_frequencies p < 1 (p-RoPE, Barbero et al., arXiv 2410.06205), only the highest p of the frequencies rotate:
+    the pairs of the lowest are left as they are, channels that carry no position, where GPT-NeoX's partial rotary
+    keeps the whole range of frequencies on fewer dimensions."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         self.dims, self.theta = rotary_dims(cfg), cfg.position.theta
+        self.kept = round(cfg.position.kept_frequencies * self.dims / 2)  # pairs that rotate, highest first
         self.scaling = with_original_length(cfg)
         self.dynamic = is_dynamic(self.scaling)
-        inv_freq, self.attention_factor = rope_frequencies(self.dims, self.theta, self.scaling)
+        inv_freq, self.attention_factor = self.frequencies()
         # Not persistent: scaling is chosen at load time and never baked into a checkpoint.
         self.register_buffer("inv_freq", inv_freq, persistent=False)
         # cos and sin of the positions of a training step (0 .. max_seq_len - 1), computed once: read from here, a
@@ -228,19 +232,24 @@ class Rope(PositionalEncoding):
             return PositionContext(q_pos, k_pos, angles, angles)
         inv_freq, factor = self.inv_freq, self.attention_factor
         if self.dynamic:  # frequencies depend on the current length: recompute, never mutate buffers
-            inv_freq, factor = rope_frequencies(self.dims, self.theta, self.scaling, seq_len=length,
-                                                device=q_pos.device)
+            inv_freq, factor = self.frequencies(length, q_pos.device)
         k_angles = per_head(rope_angles(rot_pos, inv_freq, factor))
         q_angles = k_angles if rot_pos is q_pos else per_head(rope_angles(q_pos, inv_freq, factor))
         return PositionContext(q_pos, k_pos, q_angles, k_angles)
+
+    def frequencies(self, seq_len=None, device=None):
+        """(inv_freq, attention factor) of the scaling at the current length, p-RoPE's lowest pairs at frequency 0."""
+        inv_freq, factor = rope_frequencies(self.dims, self.theta, self.scaling, seq_len=seq_len, device=device)
+        if self.kept < len(inv_freq):  # inv_freq falls with the pair index: the lowest frequencies come last
+            inv_freq = torch.cat((inv_freq[:self.kept], inv_freq.new_zeros(len(inv_freq) - self.kept)))
+        return inv_freq, factor
 
     def chunk_context(self, q_pos, k_pos, length):
         """A dynamic scaling decoding T tokens after a cache, exactly as T one-token steps: the token at
         position p (contiguous positions, the last one length - 1) takes the frequencies of length p + 1,
         for itself and for every key it reads, so each query gets its own rotation of the keys."""
         T, length = q_pos.shape[-1], int(length)  # (a static cache's length is a tensor: read back here)
-        freqs = [rope_frequencies(self.dims, self.theta, self.scaling, seq_len=n, device=q_pos.device)
-                 for n in range(length - T + 1, length + 1)]
+        freqs = [self.frequencies(n, q_pos.device) for n in range(length - T + 1, length + 1)]
         inv_freq = torch.stack([f for f, _ in freqs])  # (T, d/2): a row per query
         factor = torch.tensor([a for _, a in freqs], device=q_pos.device)[:, None]  # (T, 1)
         return PositionContext(q_pos, k_pos, rope_angles(q_pos, inv_freq, factor),  # (T, d/2)
@@ -520,6 +529,9 @@ def check(cfg: ModelConfig) -> None:
             raise UserError(f"model.position.type=rope needs an even head dimension to rotate, got "
                             f"d_model/n_heads x rotary_fraction = {cfg.head_dim} x "
                             f"{cfg.position.rotary_fraction:g} = {rotated:g}")
+        if round(cfg.position.kept_frequencies * rotary_dims(cfg) / 2) < 1:
+            raise UserError(f"model.position.kept_frequencies={cfg.position.kept_frequencies:g} keeps no frequency of "
+                            f"the {rotary_dims(cfg) // 2} a head has")
     check_scaling(cfg.position.scaling, "model.position.scaling")
 
 

@@ -39,10 +39,11 @@ def corpus(tmp_path_factory):
 
 
 def make_run(root: Path, tokenizer_model: Path, name: str, position="rope", max_seq_len=128, scaling=None,
-             rotary_fraction=1.0) -> Path:
+             rotary_fraction=1.0, kept_frequencies=1.0) -> Path:
     """A run directory as train.py writes it, holding random weights with non-trivial norms."""
     cfg = ModelConfig(vocab_size=VOCAB, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, max_seq_len=max_seq_len,
-                      position=PositionConfig(type=position, scaling=scaling, rotary_fraction=rotary_fraction))
+                      position=PositionConfig(type=position, scaling=scaling, rotary_fraction=rotary_fraction,
+                                              kept_frequencies=kept_frequencies))
     torch.manual_seed(0)
     model = GPT(cfg)
     with torch.no_grad():
@@ -146,11 +147,13 @@ def test_export_refuses_learned_positions(corpus, tmp_path):
     assert not (tmp_path / "hf").exists()
 
 
-@pytest.mark.parametrize("case", ["missing", "corrupt", "dynamic-yarn", "dynamic", "partial", "t5"])
+@pytest.mark.parametrize("case", ["missing", "corrupt", "dynamic-yarn", "dynamic", "partial", "p-rope", "t5"])
 def test_export_errors_are_one_line(case, corpus, tmp_path, capsys):
     run_dir = tmp_path / "missing"
     if case == "partial":
         run_dir = make_run(tmp_path, corpus[0], case, rotary_fraction=0.5)
+    elif case == "p-rope":
+        run_dir = make_run(tmp_path, corpus[0], case, kept_frequencies=0.5)
     elif case == "t5":
         run_dir = make_run(tmp_path, corpus[0], case, position="t5")
     elif case != "missing":
@@ -168,6 +171,8 @@ def test_export_errors_are_one_line(case, corpus, tmp_path, capsys):
         assert f"RoPE scaling '{case}' is not exported" in err and "only static scalings export: ntk" in err
     if case == "partial":
         assert "cannot export partial RoPE (model.position.rotary_fraction=0.5)" in err
+    if case == "p-rope":
+        assert "cannot export p-RoPE (model.position.kept_frequencies=0.5)" in err
     if case == "t5":
         assert "cannot export a model with 't5' positions" in err
     if case not in ("missing", "corrupt"):

@@ -19,10 +19,12 @@ BIASES = ["t5", "kerple", "fire"]  # learned score biases, added as a float mask
 def tiny(position="rope", **kw):
     scaling = kw.pop("scaling", None)
     fraction = kw.pop("rotary_fraction", 1.0)
+    kept = kw.pop("kept_frequencies", 1.0)
     kw.setdefault("n_layers", 2)
     kw.setdefault("max_seq_len", 64)
-    cfg = ModelConfig(vocab_size=97, d_model=32, n_heads=4, n_kv_heads=2,
-                      position=PositionConfig(type=position, scaling=scaling, rotary_fraction=fraction), **kw)
+    cfg = ModelConfig(vocab_size=97, d_model=32, n_heads=4, n_kv_heads=2, **kw,
+                      position=PositionConfig(type=position, scaling=scaling, rotary_fraction=fraction,
+                                              kept_frequencies=kept))
     torch.manual_seed(0)
     return GPT(cfg).eval()
 
@@ -306,17 +308,19 @@ def test_folded_alibi_equals_the_explicit_bias(T):
     torch.testing.assert_close(got, want, atol=2e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("position", ALL + ["rope-yarn", "rope-partial"])
+@pytest.mark.parametrize("position", ALL + ["rope-yarn", "rope-partial", "p-rope"])
 def test_kv_cache_decoding_past_the_training_length_equals_full_forward(position):
     # L = 16 here, decoded to 40 tokens (learned: within its table). Dynamic scalings: the next test.
-    scaling, L, n, fraction = None, 16, 40, 1.0
+    scaling, L, n, fraction, kept = None, 16, 40, 1.0, 1.0
     if position == "rope-yarn":
         position, scaling = "rope", {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": L}
     if position == "rope-partial":
         position, fraction = "rope", 0.5
+    if position == "p-rope":
+        position, kept = "rope", 0.5
     if position == "learned":
         L = 64
-    model = tiny(position, scaling=scaling, max_seq_len=L, rotary_fraction=fraction)
+    model = tiny(position, scaling=scaling, max_seq_len=L, rotary_fraction=fraction, kept_frequencies=kept)
     idx = torch.randint(0, 97, (2, n))
     full, _ = model(idx)
     cache = KVCache(model.cfg.n_layers)
@@ -593,6 +597,22 @@ def test_partial_rope_rotates_only_the_first_dimensions_with_their_own_frequenci
     torch.testing.assert_close(rq[..., 4:], q[..., 4:], atol=0, rtol=0)
     torch.testing.assert_close(rq[..., :4], apply_rope(q[..., :4], *rope_angles(pos, want_freq, want_factor)))
     torch.testing.assert_close(rk[..., :4], apply_rope(k[..., :4], *rope_angles(pos, want_freq, want_factor)))
+
+
+@pytest.mark.parametrize("scaling", [None, {"type": "yarn", "factor": 4.0}, {"type": "dynamic", "factor": 2.0}])
+def test_p_rope_leaves_the_lowest_frequencies_unrotated(scaling):
+    # p-RoPE (arXiv 2410.06205) with p = 0.5 on a head of 8: pairs 0-1 (the highest frequencies) rotate as RoPE's,
+    # under any scaling, pairs 2-3 do not rotate at all, whatever the position.
+    model, plain = (tiny("rope", kept_frequencies=p, scaling=scaling) for p in (0.5, 1.0))
+    torch.manual_seed(0)
+    q, k = torch.randn(1, 4, 5, 8), torch.randn(1, 2, 5, 8)
+    pos = torch.arange(100, 105)
+    (rq, rk), (pq, pk) = (m.position.rotate(q, k, m.position.context(pos, pos, pos, 105)) for m in (model, plain))
+    factor = plain.position.frequencies(105)[1]
+    torch.testing.assert_close(rq[..., 4:], q[..., 4:] * factor, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(rk[..., 4:], k[..., 4:] * factor, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(rq[..., :4], pq[..., :4], atol=0, rtol=0)
+    assert not torch.allclose(pk[..., 4:], k[..., 4:] * factor, atol=1e-3)  # RoPE rotates them
 
 
 @pytest.mark.parametrize("position", ALL)

@@ -197,3 +197,18 @@ def test_training_free_pi_on_the_same_tokens():
     says(PAGE, f"is worse than no scaling at 16,384 ({row[('linear', 2 * L)]:.2f} against {row[('none', 2 * L)]:.2f}) "
                f"and far from YaRN at 32,768 ({row[('linear', 4 * L)]:.2f} against {row[('yarn', 4 * L)]:.2f})")
     assert row[("linear", 2 * L)] > row[("none", 2 * L)] and row[("linear", 4 * L)] > 5 * row[("yarn", 4 * L)]
+
+
+def test_the_pi_fine_tune_lands_above_the_base_and_the_yarn_fine_tune():
+    pi = {n: same("smollm2-pi", "linear (fine-tuned)", n)["ppl"] for n in (L, 2 * L, 4 * L)}
+    yarn = {n: same("smollm2-yarn", "yarn (fine-tuned)", n)["ppl"] for n in (L, 2 * L, 4 * L)}
+    base = same("SmolLM2-135M-Instruct-Q4_1", "none", L)["ppl"]
+    final = {name: [json.loads(line) for line in (REPORT / "extend" / f"{name}.jsonl").read_text().splitlines()][-1]
+             for name in ("smollm2-pi", "smollm2-yarn")}
+    says(PAGE, f"{pi[L]:.2f} at 8,192, {pi[2 * L]:.2f} at 16,384 and {pi[4 * L]:.2f} at 32,768 on the same tokens, against "
+               f"YaRN fine-tuned {yarn[L]:.2f}, {yarn[2 * L]:.2f} and {yarn[4 * L]:.2f}; its validation loss ended at "
+               f"{final['smollm2-pi']['val_loss']:.3f} against YaRN's {final['smollm2-yarn']['val_loss']:.3f}")
+    assert all(pi[n] > 1.5 * yarn[n] and pi[n] > base for n in pi)  # "far above the base and the YaRN fine-tune"
+    assert max(pi.values()) / min(pi.values()) < 1.03  # "flat across the lengths"
+    log = yaml.safe_load((REPORT / "extend" / "smollm2-pi.yaml").read_text())
+    assert log["model"]["position"]["scaling"]["type"] == "linear" and log["train"]["max_steps"] == 150

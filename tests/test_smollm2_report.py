@@ -212,3 +212,15 @@ def test_the_pi_fine_tune_lands_above_the_base_and_the_yarn_fine_tune():
     assert max(pi.values()) / min(pi.values()) < 1.03  # "flat across the lengths"
     log = yaml.safe_load((REPORT / "extend" / "smollm2-pi.yaml").read_text())
     assert log["model"]["position"]["scaling"]["type"] == "linear" and log["train"]["max_steps"] == 150
+
+
+def test_training_free_ntk_is_level_with_yarn_on_the_same_tokens():
+    row = {(s, n): same("SmolLM2-135M-Instruct-Q4_1", s, n)["ppl"] for s in ("none", "yarn", "ntk") for n in (L, 2 * L, 4 * L)}
+    says(PAGE, f"{row[('ntk', 2 * L)]:.2f} at 16,384 and {row[('ntk', 4 * L)]:.2f} at 32,768 against "
+               f"{row[('yarn', 2 * L)]:.2f} and {row[('yarn', 4 * L)]:.2f}, gaps of about 1% either way",
+         f"where unscaled RoPE is {row[('none', 2 * L)] / row[('none', L)]:.1f} and "
+         f"{row[('none', 4 * L)] / row[('none', L)]:.1f} times it")
+    gaps = [row[("ntk", n)] / row[("yarn", n)] - 1 for n in (2 * L, 4 * L)]
+    assert max(abs(g) for g in gaps) < 0.015 and gaps[0] > 0 > gaps[1]  # "either way"
+    assert all(row[(s, n)] < 1.17 * row[("none", L)] for s in ("ntk", "yarn") for n in (2 * L, 4 * L))
+    assert row[("ntk", L)] == row[("none", L)]  # s = 1 at L: plain RoPE

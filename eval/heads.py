@@ -134,7 +134,8 @@ def markdown(rows: list[dict]) -> str:
     runs, tasks, by_key = ordered(rows)
     length = rows[0].get("length") if rows else None  # one length a file: main refuses to mix them
     at = "at L" if length is None else f"of {length} tokens"
-    lines = ["# Where the heads look", "", f"Per run and task: the accuracy (%) on the answers of the validation sequences {at}, and the head that "
+    lines = ["# Where the heads look", "",
+             f"Per run and task: the accuracy (%) on the answers of the validation sequences {at}, and the head that "
              "gives the token holding the answer most attention from the token that asks for it (layer.head, "
              "counted from 0), with its mean share.", "",
              "| run | seed | " + " | ".join(tasks) + " |", "|---|---:|" + "---|" * len(tasks)]

@@ -16,7 +16,6 @@ would describe those measurements by what the bench does now).
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import re
 import sys
@@ -25,20 +24,17 @@ from typing import Callable
 
 from config import ArgumentParser, UserError, run_cli
 from eval import heads, passkey, pretrained, probe, results, tasks
+from eval.extrapolation import previous_rows
 
-# (rows file, table file, the evaluator's markdown of the rows)
-TABLES: list[tuple[str, str, Callable[[list[dict]], str]]] = [
-    ("results.json", "results.md", results.markdown),
-    (tasks.RESULTS, "results.md", tasks.markdown),
-    ("probes.json", "probes.md", probe.markdown),
-    (passkey.RESULTS, "passkey.md", passkey.markdown),
-    ("heads.json", "heads.md", heads.markdown),
+# (rows file, a field its every row has, table file, the evaluator's markdown of the rows)
+TABLES: list[tuple[str, str, str, Callable[[list[dict]], str]]] = [
+    ("results.json", "ppl", "results.md", results.markdown),
+    (tasks.RESULTS, "accuracy", "results.md", tasks.markdown),
+    ("probes.json", "probe", "probes.md", probe.markdown),
+    (passkey.RESULTS, "depth", "passkey.md", passkey.markdown),
+    (heads.RESULTS, "task", "heads.md", heads.markdown),
 ]
 LEFT_OUT = ("bench",)
-
-
-def read_rows(path: Path) -> list[dict]:
-    return json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_text())
 
 
 def rendered(folder: Path) -> dict[Path, str]:
@@ -46,11 +42,11 @@ def rendered(folder: Path) -> dict[Path, str]:
     if not folder.is_dir():
         raise UserError(f"{folder}: no such folder (the reports are in reports/)")
     out = {}
-    for rows_name, table_name, markdown in TABLES:
+    for rows_name, field, table_name, markdown in TABLES:
         for rows_path in sorted(folder.rglob(rows_name)):
             table = rows_path.parent / table_name
             if table.exists() and not set(LEFT_OUT) & set(table.relative_to(folder).parts[:-1]):
-                out[table] = markdown(read_rows(rows_path))
+                out[table] = markdown(previous_rows(rows_path, markdown.__module__, field))
     for settings in sorted(folder.rglob(pretrained.SETTINGS)):
         out[settings.parent / "report.md"] = pretrained.render(settings.parent, **json.loads(settings.read_text()))
     for page, blocks in BLOCKS.items():
@@ -64,7 +60,7 @@ def rendered(folder: Path) -> dict[Path, str]:
 def ppl_block(folder: Path, shown: list[tuple[str, str, str, str]], digits: int) -> str:
     """A perplexity table from folder/results.json: one line per (run, curve label as results.md names it) with the
     run and scaling as the page names them, mean ± sample sd over seeds at each length (multiples of L)."""
-    rows = read_rows(folder / "results.json")
+    rows = previous_rows(folder / "results.json", "eval.extrapolation", "ppl")
     lengths = sorted({r["length"] for r in rows})
     L = min(r["train_length"] for r in rows)
     cells = results.curves(rows)
@@ -120,9 +116,6 @@ def with_blocks(page: Path, blocks: dict[str, Callable[[Path], str]], reports: P
     return BLOCK.sub(lambda m: m.group(1) + blocks[m.group(2)](reports) + m.group(3), text)
 
 
-def stale(folder: Path) -> dict[Path, str]:
-    """The table files whose committed text differs from their rendering, with the rendering."""
-    return {path: text for path, text in rendered(folder).items() if path.read_text() != text}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -130,7 +123,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("folder", type=Path, nargs="?", default=Path("reports"), help="where the reports are")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a table differs")
     args = parser.parse_args(argv)
-    differ = run_cli(lambda: stale(args.folder))
+    tables = run_cli(lambda: rendered(args.folder))
+    differ = {path: text for path, text in tables.items() if path.read_text() != text}
     if args.check:
         for path in differ:
             print(f"differs from its rows: {path} (make reports renders it)")
@@ -138,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     for path, text in differ.items():
         path.write_text(text)
         print(f"rendered {path}")
-    print(f"{len(differ)} of {len(rendered(args.folder))} report tables rendered again; the others were current")
+    print(f"{len(differ)} of {len(tables)} report tables rendered again; the others were current")
 
 
 if __name__ == "__main__":

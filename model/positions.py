@@ -197,6 +197,11 @@ def rotary_dims(cfg: ModelConfig) -> int:
     return round(cfg.head_dim * cfg.position.rotary_fraction)
 
 
+def rotated_pairs(cfg: ModelConfig) -> int:
+    """Pairs of the rotated dimensions whose frequency is kept (p-RoPE's p of them, the highest first)."""
+    return round(cfg.position.kept_frequencies * rotary_dims(cfg) / 2)
+
+
 @register("rope")
 class Rope(PositionalEncoding):
     """Rotary embedding of q and k (model/rope.py), with an optional scaling method, on the first
@@ -208,7 +213,7 @@ class Rope(PositionalEncoding):
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         self.dims, self.theta = rotary_dims(cfg), cfg.position.theta
-        self.kept = round(cfg.position.kept_frequencies * self.dims / 2)  # pairs that rotate, highest first
+        self.kept = rotated_pairs(cfg)
         self.scaling = with_original_length(cfg)
         self.dynamic = is_dynamic(self.scaling)
         inv_freq, self.attention_factor = self.frequencies()
@@ -529,7 +534,7 @@ def check(cfg: ModelConfig) -> None:
             raise UserError(f"model.position.type=rope needs an even head dimension to rotate, got "
                             f"d_model/n_heads x rotary_fraction = {cfg.head_dim} x "
                             f"{cfg.position.rotary_fraction:g} = {rotated:g}")
-        if round(cfg.position.kept_frequencies * rotary_dims(cfg) / 2) < 1:
+        if rotated_pairs(cfg) < 1:
             raise UserError(f"model.position.kept_frequencies={cfg.position.kept_frequencies:g} keeps no frequency of "
                             f"the {rotary_dims(cfg) // 2} a head has")
     check_scaling(cfg.position.scaling, "model.position.scaling")

@@ -171,7 +171,7 @@ def _longrope(d, b, L, s, T, p, device):
     short, long = (torch.tensor(f, dtype=torch.float32, device=device) for f in (short, long))
     beyond = T is not None and T > L  # a 0-d tensor for a static cache's length: chosen on the device
     factors = torch.where(beyond, long, short) if torch.is_tensor(beyond) else (long if beyond else short)
-    inv = 1.0 / (factors * b ** (torch.arange(0, d, 2, dtype=torch.int64, device=device).float() / d))
+    inv = base_inv_freq(d, b, device) / factors
     if p.attention_factor is not None:
         return inv, float(p.attention_factor)
     return inv, math.sqrt(1 + math.log(s) / math.log(L)) if s > 1 else 1.0

@@ -42,7 +42,6 @@ from config import (
     ScalingConfig,
     UserError,
     from_dict,
-    parse_scaling,
     write_error,
 )
 from data import PretrainedTokenizer, Tokenizer
@@ -53,7 +52,16 @@ from pretrained import hf
 
 POINTER = "checkpoint.json"
 PRETRAINED_TOKENIZER = "tokenizer"  # the folder of a pretrained model's own tokenizer in a run directory
-FROM_RUN = "from-run"  # load_model's default: the scaling the run was trained with
+
+
+class FromRun:
+    """The scaling a run was trained with: load_model's default, as opposed to None (no scaling)."""
+
+    def __repr__(self) -> str:
+        return "from-run"
+
+
+FROM_RUN = FromRun()
 LOCK = "lock"  # held by the process writing a run directory or report folder (hold)
 LOCK_NOTE = ("The process named above holds an OS lock (flock) on this file while it writes this folder. The kernel "
              "lets go when that process ends, however it ends (SIGKILL included), so a file left behind locks nothing: "
@@ -380,11 +388,12 @@ def read_metrics(run_dir: Path) -> list[dict]:
     return rows
 
 
-def model_config(run_dir: Path, scaling: ScalingConfig | dict | None | str = FROM_RUN) -> ModelConfig:
-    """The run's ModelConfig; `scaling` replaces its RoPE scaling unless left at FROM_RUN."""
+def model_config(run_dir: Path, scaling: ScalingConfig | None | FromRun = FROM_RUN) -> ModelConfig:
+    """The run's ModelConfig; `scaling` (parsed and checked where it was given) replaces its RoPE scaling unless left
+    at FROM_RUN."""
     cfg = parse_model_section(run_dir, read_run_config(run_dir))
-    if scaling != FROM_RUN:  # the caller's scaling, checked where it parsed it
-        cfg.position.scaling = parse_scaling(scaling)
+    if scaling is not FROM_RUN:
+        cfg.position.scaling = scaling
     return cfg
 
 
@@ -426,7 +435,7 @@ def parse_model_section(run_dir: Path, config: dict) -> ModelConfig:
     return cfg
 
 
-def load_model(run_dir: Path, scaling: ScalingConfig | dict | None | str = FROM_RUN, device="cpu",
+def load_model(run_dir: Path, scaling: ScalingConfig | None | FromRun = FROM_RUN, device="cpu",
                best: bool = False, context: ContextConfig | None = None) -> GPT:
     """The latest (or best-validation) checkpoint of a run as an eval-mode GPT, optionally with another
     RoPE scaling and a context method (checked by the caller: model.context.pairing_problem); for hf:PATH, the transformers
@@ -435,8 +444,8 @@ def load_model(run_dir: Path, scaling: ScalingConfig | dict | None | str = FROM_
         if best:
             raise UserError(f"{run_dir} is a transformers checkpoint: it has no best-validation weights (--best "
                             f"reads a run directory)")
-        own = scaling == FROM_RUN
-        return hf.load_model(str(run_dir), None if own else parse_scaling(scaling), device, own=own, context=context)
+        own = scaling is FROM_RUN
+        return hf.load_model(str(run_dir), None if own else scaling, device, own=own, context=context)
     model = GPT(model_config(run_dir, scaling))
     load_weights_into(model, run_dir, best=best)
     model.use_flex_attention(torch.device(device).type == "cuda")  # score biases without a T x S mask

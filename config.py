@@ -307,7 +307,7 @@ class ModelConfig:
 
 @dataclass
 class TrainPositions:
-    """The positions each training sequence gets (data/positions.py); evaluation and generation always
+    """The positions each training sequence gets (data/train_positions.py); evaluation and generation always
     use contiguous positions 0, 1, ..."""
     type: Literal["contiguous", "randomized", "pose"] = "contiguous"
     max_position: int | None = None  # randomized, pose: positions drawn below it (pose: the target length)

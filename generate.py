@@ -32,7 +32,7 @@ from typing import Iterator
 
 import torch
 
-from checkpoint import FROM_RUN, load_model, load_tokenizer, model_config, read_run_config
+from checkpoint import FROM_RUN, FromRun, load_model, load_tokenizer, model_config, read_run_config
 from config import ArgumentParser, ScalingConfig, UserError, is_task_source, parse_scaling, run_cli
 from data import Tokenizer
 from device import autocast, autocast_dtype, keep_freed_host_memory, pick_device
@@ -164,10 +164,10 @@ def check_options(args) -> None:
                         "eagerly (leave out --compile)")
 
 
-def scaling_option(text: str) -> ScalingConfig | None | str:
+def scaling_option(text: str) -> ScalingConfig | None | FromRun:
     """--rope-scaling: a YAML mapping, 'none', or 'from-run' (the run's own)."""
-    if text == FROM_RUN:
-        return text
+    if text == repr(FROM_RUN):
+        return FROM_RUN
     scaling = parse_scaling(text, "--rope-scaling")
     check_scaling(scaling, "--rope-scaling")
     return scaling
@@ -185,7 +185,7 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-context", type=int, default=None,
                         help="tokens kept in the KV cache (a sliding window; default: all)")
-    parser.add_argument("--rope-scaling", default=FROM_RUN,
+    parser.add_argument("--rope-scaling", default=repr(FROM_RUN),
                         help="YAML mapping, e.g. '{type: yarn, factor: 4}', or 'none'; default: the run's own")
     parser.add_argument("--best", action="store_true",
                         help="the best-validation checkpoint instead of the latest")

@@ -64,7 +64,7 @@ from config import (
     to_dict,
 )
 from data import TaskData, TokenData, open_data
-from data.positions import sample_positions
+from data.train_positions import sample_positions
 from device import autocast, compiled, keep_freed_host_memory, pick_device
 from export.convert import converted
 from model.gpt import GPT, make_optimizer

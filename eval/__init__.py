@@ -1,1 +1,3 @@
-"""Evaluation: length-extrapolation perplexity (`eval.extrapolation`) and its plots (`eval.plots`)."""
+"""Quality measurements of run directories: perplexity by length (`eval.extrapolation`), the long-range tasks
+(`eval.tasks`), the context-use probes (`eval.probe`), the passkey heat map (`eval.passkey`) and where the heads look
+(`eval.heads`); their tables and plots are rendered by `render/`."""

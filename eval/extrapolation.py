@@ -51,211 +51,54 @@ a run other text too, encoded with the run's tokenizer.
 
 Rows carry the run's seed (run.seed), so several seeds of one study aggregate in results.md
 (mean and standard deviation over seeds). Writes results.json (one row per measurement, rewritten
-after each, so an interrupted run keeps what it finished), results.md and PNG plots (eval/plots.py).
+after each, so an interrupted run keeps what it finished), results.md and PNG plots (render/plots.py).
 One evaluation writes an --out folder at a time (checkpoint.hold): a second is refused in one line.
 """
 from __future__ import annotations
 
-import argparse
-import contextlib
-import dataclasses
-import gzip
 import json
 import math
-import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from checkpoint import (
-    FROM_RUN,
-    atomic_write_text,
-    check_checkpoint,
-    hold,
-    load_model,
-    load_tokenizer,
-    parse_model_section,
-    pretrained_tokenizer,
-    read_run_config,
-    scalings_taken,
+from config import UserError
+from data import TokenData
+from device import PeakMemory, pick_device
+from eval.harness import (
+    CONTEXT_HELP,
+    DATA_HELP,
+    DECODE_CHUNK,
+    DECODE_CHUNK_HELP,
+    TOKENS_PER_FORWARD,
+    Measurement,
+    Models,
+    Run,
+    check_data_option,
+    check_taken,
+    context_settings,
+    evaluate,
+    evaluator_parser,
+    logits_in_parts,
+    measurement_key,
+    parse_factors,
+    parse_lengths,
+    parse_scalings,
+    plan,
+    read_runs,
+    scalings_option,
+    text_shards,
 )
-from config import (
-    ArgumentParser,
-    ContextConfig,
-    DataConfig,
-    RunFailed,
-    ScalingConfig,
-    UserError,
-    from_dict,
-    is_task_source,
-)
-from data import TokenData, prepare_shards
-from device import autocast, keep_freed_host_memory, pick_device
-from eval.memory import PeakMemory
-from eval.results import curve_label, format_ppl, markdown
-from model.attention import KVCache
-from model.context import CONTEXT_METHODS, describe, pairing_problem, parse_checked
-from model.rope import SCALINGS, is_dynamic
+from model.context import parse_checked
+from render.extrapolation import format_ppl, markdown, row_key, write_report
+from render.rows import curve_label, previous_rows
 
 DEFAULT_LENGTHS = "256,512,1024,2048,4096"
 DEFAULT_MAX_TOKENS = 32768
-DECODE_CHUNK = 16
-DECODE_CHUNK_HELP = (f"tokens per forward pass when a dynamic scaling decodes past L; each keeps the frequencies "
-                     f"of its own length, as in one-token steps, so this sets speed only (default {DECODE_CHUNK})")
-TOKENS_PER_FORWARD = 16384  # default batch = this // length (at least 1): bounds logits and attention memory
-CONTEXT_HELP = (f"a training-free context method for every measurement: {', '.join(CONTEXT_METHODS)}, or a YAML "
-                f"mapping such as '{{type: dca, chunk_size: 64}}'; --scaling then defaults to none")
 N_BUCKETS = 8  # position buckets of loss_by_position
-
-
-@dataclass
-class Run:
-    path: Path
-    name: str
-    seed: int
-    position: str  # encoding type
-    train_length: int  # L: the training length, or the base run's for a fine-tuned run
-    scaling: ScalingConfig | None  # the run's own RoPE scaling (a context-extension fine-tune), else None
-    continued: bool  # trained from another run's weights (train.init_from)
-    data: DataConfig  # the text it is evaluated on
-    retokenize: bool = False  # encode `data` with the model's own tokenizer (not the data's cached shards)
-    scalings: tuple[str, ...] = tuple(SCALINGS)  # the RoPE scaling methods it can be loaded with
-
-
-@dataclass
-class Measurement:
-    run: Run
-    label: str  # scaling column: a method name, or e.g. "yarn (fine-tuned)"
-    scaling: ScalingConfig | str | None  # what load_model gets (FROM_RUN: the run's own)
-    factor: float | None
-    factor_rule: str | None  # "length/L", "fixed", "T/L" (dynamic), "fine-tuned"; None for no scaling
-    length: int
-    decode_from: int | None = None  # prefill this many tokens, decode the rest through the KV cache
-    context: ContextConfig | None = None  # a context method (model/context.py), part of the label
-
-
-def read_run(path: Path, name: str, tasks: bool = False, data: str | None = None) -> Run:
-    """Everything needed to plan a run's measurements; fails now rather than after the other runs. A run
-    trained on text when `tasks` (eval.tasks), or on tasks when not, is a UserError naming the right command.
-    `data`: a data.source to evaluate on instead of the run's own, encoded with the model's tokenizer; a
-    model trained elsewhere (hf:PATH: its config has no data section) reads it, or the default corpus."""
-    check_checkpoint(path)  # a UserError when there is no checkpoint
-    config = read_run_config(path)
-    model = parse_model_section(path, config)
-    try:
-        own = from_dict(DataConfig, config.get("data") or {}, "data")
-    except UserError as e:
-        raise UserError(f"{path}/config.yaml: {e}") from None
-    trained_on = own.source if "data" in config else None  # None: text this repo did not tokenize
-    if tasks and trained_on is None:
-        raise UserError(f"{path} was trained elsewhere, on text: the task track's sequences are ids of data/tasks.py's "
-                        f"own vocabulary, which its tokenizer cannot express; evaluate it with python -m "
-                        f"eval.extrapolation or eval.probe")
-    if trained_on is not None and is_task_source(trained_on) != tasks:
-        raise UserError(f"{path} was trained on {trained_on}, " + (
-            "not tasks: evaluate it with python -m eval.extrapolation or eval.probe" if tasks
-            else "not text: evaluate it with python -m eval.tasks"))
-    # text this repo did not tokenize, other text, or a model with a pretrained tokenizer (a converted run and its
-    # fine-tunes): encoded with the model's own tokenizer
-    retokenize = data is not None or trained_on is None or pretrained_tokenizer(path) is not None
-    if data is not None:
-        own = DataConfig(source=data)
-    scaling = model.position.scaling
-    L = model.max_seq_len
-    if scaling:
-        L = scaling.original_max_position_embeddings or L
-    run, train = config.get("run") or {}, config.get("train") or {}
-    return Run(path, name, int(run.get("seed", 0)), model.position.type, int(L), scaling,
-               bool(train.get("init_from")), own, retokenize, scalings_taken(path))
-
-
-def text_shards(run: Run, progress: bool = True) -> Path:
-    """The token shards a run reads: its data's own (tokenizer trained with them), or its data encoded with
-    the model's own tokenizer (`retokenize`)."""
-    return prepare_shards(run.data, progress, tokenizer=load_tokenizer(run.path) if run.retokenize else None)
-
-
-def check_taken(runs: list[Run], methods: list[str]) -> None:
-    """A UserError for a scaling asked for by name that a model cannot be loaded with."""
-    for run in runs:
-        for method in methods:
-            if method not in run.scalings:
-                raise UserError(f"{run.path} cannot take RoPE scaling {method!r} (transformers has no rope type "
-                                f"for it); it takes {', '.join(run.scalings)}")
-
-
-def plan(run: Run, methods: list[str], lengths: list[int], fixed_factors: list[float],
-         context: ContextConfig | None = None) -> list[Measurement]:
-    """The (scaling, factor, length) measurements of one run, in table order (of `methods`, those it takes),
-    each with the context method (a UserError where the method does not apply to the run or the scaling)."""
-    measurements = plan_scalings(run, [m for m in methods if m in run.scalings], lengths, fixed_factors)
-    return measurements if context is None else [with_context(m, context) for m in measurements]
-
-
-def with_context(m: Measurement, context: ContextConfig) -> Measurement:
-    problem = pairing_problem(context, m.run.position, m.run.scaling if m.scaling == FROM_RUN else m.scaling)
-    if problem:
-        raise UserError(f"--context-method: {m.run.path}: {problem}")
-    label = describe(context) if m.label == "none" else f"{m.label} + {describe(context)}"
-    return dataclasses.replace(m, label=label, context=context)
-
-
-def context_settings(model, context: ContextConfig | None) -> dict | None:
-    """The context method a model was loaded with, every setting included (defaults too), for a row."""
-    if context is None:
-        return None
-    return {"type": context.type, **model.context_method.settings}
-
-
-def plan_scalings(run: Run, methods: list[str], lengths: list[int], fixed_factors: list[float]) -> list[Measurement]:
-    if run.position != "rope" or (run.continued and not run.scaling):
-        return [Measurement(run, "none" if not run.continued else "none (fine-tuned)", None, None, None, n)
-                for n in lengths]
-    L = run.train_length
-    if run.scaling:
-        kind = run.scaling.type
-        dynamic = is_dynamic(run.scaling)
-        return [Measurement(run, f"{kind} (fine-tuned)", FROM_RUN,
-                            max(1.0, n / L) if kind == "dynamic-yarn" else run.scaling.factor, "fine-tuned", n,
-                            decode_from=L if dynamic and n > L else None)
-                for n in lengths]
-    out = []
-    for method in methods:
-        if method == "none":
-            out += [Measurement(run, method, None, None, None, n) for n in lengths]
-        elif SCALINGS[method].dynamic:
-            # Factor 1 for dynamic NTK: b' = b * (T/L)^(d/(d-2)), s following the current length T.
-            scaling = ScalingConfig(method, 1.0, L)
-            out += [Measurement(run, method, scaling, None, "T/L", n, decode_from=L if n > L else None)
-                    for n in lengths]
-        else:
-            for n in lengths:
-                s = max(1.0, n / L)
-                # s = 1 is plain RoPE: loading it as such makes the rows identical, not merely close.
-                scaling = None if s == 1.0 else ScalingConfig(method, s, L)
-                out.append(Measurement(run, method, scaling, s, "length/L", n))
-            for s in fixed_factors:
-                scaling = ScalingConfig(method, s, L)
-                out += [Measurement(run, method, scaling, s, "fixed", n) for n in lengths]
-    return out
-
-
-@torch.inference_mode()
-def logits_in_parts(model, x: torch.Tensor, decode_from: int | None, chunk: int):
-    """Yield (a, b, logits of x[:, a:b]) over inputs x (B, n): one forward pass, or, with `decode_from`,
-    a prefill of that many tokens and then decoding through the KV cache `chunk` tokens at a time, as
-    generation runs one at a time (a dynamic scaling gives each token the frequencies of its own length)."""
-    cache = None if decode_from is None else KVCache(model.cfg.n_layers)
-    edges = [0, x.shape[1]] if decode_from is None else [0, *range(decode_from, x.shape[1], chunk), x.shape[1]]
-    for a, b in zip(edges, edges[1:]):
-        with autocast(x.device):
-            logits, _ = model(x[:, a:b], cache=cache)  # (B, b - a, V)
-        yield a, b, logits
 
 
 def window_losses(model, x: torch.Tensor, y: torch.Tensor, decode_from: int | None, chunk: int) -> torch.Tensor:
@@ -303,21 +146,6 @@ def finite(x: float, digits: int | None = None) -> float | None:
     if not math.isfinite(x):
         return None
     return round(x, digits) if digits is not None else x
-
-
-class Models:
-    """One model in memory at a time, loaded again only when the run or the scaling changes."""
-
-    def __init__(self, device: torch.device):
-        self.device, self.key, self.model = device, None, None
-
-    def get(self, path: Path, scaling: ScalingConfig | str | None, context: ContextConfig | None = None):
-        key = (str(path), repr(scaling), repr(context))
-        if key != self.key:
-            self.model = None  # free the previous model before building the next
-            self.model = load_model(path, scaling=scaling, device=self.device, context=context)
-            self.key = key
-        return self.model
 
 
 class Evaluator:
@@ -386,57 +214,8 @@ class Evaluator:
 
 # ----------------------------------------------------------------------------- report
 
-def write_report(rows: list[dict], out: Path, plots: bool = True) -> list[Path]:
-    """results.json, results.md and (plots) the plots in out; returns the paths written."""
-    atomic_write_text(out / "results.json", json.dumps(rows, indent=2, allow_nan=False) + "\n")
-    atomic_write_text(out / "results.md", markdown(rows))
-    paths = [out / "results.json", out / "results.md"]
-    if plots:
-        from eval.plots import plot_results
-        paths += plot_results(rows, out)
-    return paths
-
 
 # ----------------------------------------------------------------------------- command line
-
-def keep_finished(work: Callable[[], None], rows: list, out: Path, write: Callable[[], None]) -> None:
-    """Run a measuring command's work, which appends to `rows`. A user error, a failed run or Ctrl-C
-    writes the finished rows (write()) and exits with one line: 2 for a bad path or option (nothing
-    measured yet), 1 once measuring began (a checkpoint that breaks then is a failed run), 130 on Ctrl-C."""
-    try:
-        work()
-    except (KeyboardInterrupt, UserError, RunFailed) as e:
-        kept = f" ({len(rows)} finished measurements are in {out})" if rows else ""
-        if rows:
-            write()
-        print(f"error: {str(e).splitlines()[0] if str(e) else 'interrupted'}{kept}", file=sys.stderr)
-        failed = isinstance(e, RunFailed) or bool(rows)
-        sys.exit(130 if isinstance(e, KeyboardInterrupt) else 1 if failed else 2)
-
-
-DATA_HELP = ("text to evaluate on, a data.source (shakespeare, a folder, file or glob ...), encoded with each model's "
-             "own tokenizer (default: a run's own data; the default corpus for hf:PATH)")
-
-
-def check_data_option(data: str | None) -> None:
-    if data is not None and (not data or is_task_source(data)):
-        raise UserError(f"--data takes a text source (shakespeare, a folder, file or glob ...), got {data!r}")
-
-
-def parse_lengths(text: str) -> list[int]:
-    try:
-        lengths = sorted({int(x) for x in text.split(",") if x.strip()})
-    except ValueError:
-        raise UserError(f"--lengths must be comma-separated integers, got {text!r}") from None
-    if not lengths or lengths[0] < 1:
-        raise UserError(f"--lengths must be positive integers, got {text!r}")
-    return lengths
-
-
-def scalings_option(text: str | None, context: ContextConfig | None, default: str = ",".join(SCALINGS)) -> str:
-    """--scaling as given, else the command's default (every method: plan keeps those a model takes), or none
-    under a context method."""
-    return text if text is not None else "none" if context is not None else default
 
 
 def check_span(span: int, lengths: list[int], stride: int | None, max_tokens: int) -> None:
@@ -447,66 +226,6 @@ def check_span(span: int, lengths: list[int], stride: int | None, max_tokens: in
             raise UserError(f"--span {span} is not a multiple of length {n}: every length must divide it")
     if max_tokens < span:
         raise UserError(f"--max-tokens ({max_tokens}) must be at least --span ({span})")
-
-
-def parse_scalings(text: str) -> list[str]:
-    names = [x.strip() for x in text.split(",") if x.strip()]
-    unknown = [x for x in names if x not in SCALINGS]
-    if unknown or not names:
-        raise UserError(f"--scaling takes method names; unknown: {', '.join(map(repr, unknown)) if unknown else repr(text)}; "
-                        f"choose from {', '.join(SCALINGS)}")
-    return list(dict.fromkeys(names))
-
-
-def parse_multiples(text: str, option: str = "--multiples") -> list[float]:
-    try:
-        values = sorted({float(x) for x in text.split(",") if x.strip()})
-    except ValueError:
-        raise UserError(f"{option} must be comma-separated numbers, got {text!r}") from None
-    if not values or values[0] <= 0 or not math.isfinite(values[-1]):
-        raise UserError(f"{option} must be positive numbers, got {text!r}")
-    return values
-
-
-def parse_factors(text: str) -> list[float]:
-    try:
-        factors = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UserError(f"--fixed-factors must be comma-separated numbers, got {text!r}") from None
-    if any(not math.isfinite(s) or s <= 1 for s in factors):
-        raise UserError(f"--fixed-factors must be numbers above 1, got {text!r}")
-    return list(dict.fromkeys(factors))
-
-
-def previous_rows(path: Path, tool: str, field: str) -> list[dict]:
-    """The rows of an earlier report at `path`, for --resume ([] where there is none); each must have `field`."""
-    if not path.is_file():
-        return []
-    try:
-        rows = json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_text())
-    except json.JSONDecodeError as e:
-        raise UserError(f"--resume: {path} is not valid JSON ({e.msg} at line {e.lineno})") from None
-    if not isinstance(rows, list) or not all(isinstance(r, dict) and field in r for r in rows):
-        raise UserError(f"--resume: {path} is not an {tool} results file")
-    return rows
-
-
-def read_runs(paths: list[Path], tasks: bool = False, data: str | None = None) -> list[Run]:
-    """The runs, named by their directory, or by the path as given where two runs of one seed share a name."""
-    runs = [read_run(p, p.name, tasks, data) for p in paths]
-    keys = [(r.name, r.seed) for r in runs]
-    for r, key in zip(runs, keys):
-        if keys.count(key) > 1:
-            r.name = str(r.path)
-    return runs
-
-
-def measurement_key(m: Measurement | dict) -> tuple:
-    """What identifies a measurement, from its plan or its row."""
-    if isinstance(m, dict):
-        return m["run"], m["seed"], m["scaling"], m["factor_rule"], m["factor"], m["length"]
-    factor = None if m.factor is None else round(m.factor, 6)
-    return m.run.name, m.run.seed, m.label, m.factor_rule, factor, m.length
 
 
 def resumable_rows(path: Path, split: str, stride: int | None, span: int | None = None) -> list[dict]:
@@ -521,9 +240,9 @@ def resumable_rows(path: Path, split: str, stride: int | None, span: int | None 
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    keep_freed_host_memory()  # process-wide: CPU steps reuse freed memory (device.py)
-    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs", nargs="+", type=Path, help="run directories, or hf:PATH (a transformers checkpoint)")
+    parser = evaluator_parser(__doc__, "run directories, or hf:PATH (a transformers checkpoint)", "reports/extrapolation",
+                              "keep the rows already in --out/results.json and measure only the missing ones "
+                              "(add runs or seeds to a report, or finish an interrupted evaluation)")
     parser.add_argument("--lengths", default=DEFAULT_LENGTHS, help=f"evaluation lengths (default {DEFAULT_LENGTHS})")
     parser.add_argument("--scaling", default=None,
                         help="RoPE scaling methods for unscaled rope runs (default: all a model takes; none with "
@@ -545,17 +264,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
                              f"max-tokens // N documents (default {DEFAULT_MAX_TOKENS})")
     parser.add_argument("--batch-size", type=int, default=None,
                         help=f"windows per forward pass (default: {TOKENS_PER_FORWARD} // length, at least 1)")
-    parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
-    parser.add_argument("--out", type=Path, default=Path("reports/extrapolation"))
-    parser.add_argument("--resume", action="store_true",
-                        help="keep the rows already in --out/results.json and measure only the missing ones "
-                             "(add runs or seeds to a report, or finish an interrupted evaluation)")
     args = parser.parse_args(argv)
 
-    rows: list[dict] = []
-    held = contextlib.ExitStack()  # --out's lock, from when the options are checked to the last write
-
-    def work():
+    def work(rows: list[dict], lock) -> None:
         context = parse_checked(args.context_method, "--context-method")
         lengths, methods = parse_lengths(args.lengths), parse_scalings(scalings_option(args.scaling, context))
         check_data_option(args.data)
@@ -568,16 +279,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
             check_span(args.span, lengths, args.stride, args.max_tokens)
         elif args.max_tokens < lengths[-1]:
             raise UserError(f"--max-tokens ({args.max_tokens}) must be at least the longest length ({lengths[-1]})")
-        if args.out.exists() and not args.out.is_dir():
-            raise UserError(f"--out {args.out} is a file, not a folder")
-        held.enter_context(hold(args.out, "eval.extrapolation"))  # one evaluation writes a folder at a time
+        lock()
         runs = read_runs(args.runs, data=args.data)
         if args.scaling is not None:
             check_taken(runs, methods)
         measurements = [m for run in runs for m in plan(run, methods, lengths, fixed_factors, context)]
         if args.resume:
             rows.extend(resumable_rows(args.out / "results.json", args.split, args.stride, args.span))
-            done = {measurement_key(r) for r in rows}
+            done = {row_key(r) for r in rows}
             measurements = [m for m in measurements if measurement_key(m) not in done]
         evaluator = Evaluator(args.split, args.stride, args.max_tokens, args.batch_size, pick_device(args.device, "--device"),
                               args.decode_chunk, args.span)
@@ -591,14 +300,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
                       f"({row['tokens']} tokens, {row['windows']} windows)"
                       + (f" [{row['note']}]" if row["note"] else ""))
         bar.close()
-    with held:
-        keep_finished(work, rows, args.out, lambda: write_report(rows, args.out))
-        written = write_report(rows, args.out)
+    written: list[Path] = []
+    rows = evaluate(args.out, "eval.extrapolation", work, lambda rows: written.extend(write_report(rows, args.out)))
     print(markdown(rows))
     peak = max((r["peak_mib"] for r in rows if r["peak_mib"] is not None), default=0)
     print(f"wrote {args.out}/{', '.join(p.name for p in written)} | peak memory {peak:,.0f} MiB")
     return rows
-
 
 if __name__ == "__main__":
     main()

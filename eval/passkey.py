@@ -25,29 +25,25 @@ length and depth, written as each is measured; --resume measures only the missin
 """
 from __future__ import annotations
 
-import argparse
-import contextlib
-import json
 import random
 import statistics
 import time
-from collections import defaultdict
-from pathlib import Path
 from typing import Iterator
 
 import torch
 from tqdm import tqdm
 
-from checkpoint import atomic_write_text, hold, load_model, load_tokenizer
-from config import ArgumentParser, ContextConfig, UserError
-from device import autocast, keep_freed_host_memory, pick_device
-from eval.extrapolation import (CONTEXT_HELP, Run, check_taken, context_settings, keep_finished, parse_lengths,
-                               parse_multiples, parse_scalings, previous_rows, read_runs, scalings_option)
-from eval.plots import plt
+from checkpoint import load_model, load_tokenizer
+from config import ContextConfig, UserError
+from device import autocast, pick_device
+from eval.harness import (CONTEXT_HELP, Run, check_taken, context_settings, evaluate, evaluator_parser, parse_lengths,
+                          parse_multiples, parse_scalings, read_runs, scalings_option)
 from eval.probe import check_variants, key_words, model_variants
 from model.attention import KVCache
 from model.context import parse_checked
 from model.rope import SCALINGS
+from render.passkey import RESULTS, markdown, row_key, write_report
+from render.rows import previous_rows
 
 # The prompt's text, as Mohtashami & Jaggi give it and the PI and YaRN papers reuse it.
 OPENING = ("There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "
@@ -60,7 +56,6 @@ ANSWER = " {key}"
 DEFAULT_MULTIPLES = "1,2,4,8,16"
 DEFAULT_DEPTHS = "0,0.25,0.5,0.75,1"
 DEFAULT_TRIALS = 20
-RESULTS = "passkey.json"
 EXTRA_TOKENS = 4  # generated beyond the key's own tokens, for a lead-in such as " the" or ":"
 
 
@@ -151,10 +146,6 @@ def predictions(model, prompts: Prompts, length: int, depths: list[float], devic
         yield depth, out
 
 
-def row_key(r: dict) -> tuple:
-    return r["run"], r["seed"], r["scaling"], r["length"], r["depth"]
-
-
 def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[float], seed: int, trials: int,
                 device, previous: list[dict], on_row, context: ContextConfig | None = None) -> None:
     """Every (scaling, length, depth) row of one run not among the `previous` rows, handed to on_row as it is
@@ -211,100 +202,12 @@ def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[f
 
 # ----------------------------------------------------------------------------- report
 
-def cells(rows: list[dict]) -> dict[tuple, dict[tuple, list[dict]]]:
-    """{(run, scaling): {(depth, length): the seeds' rows}}."""
-    out: dict[tuple, dict[tuple, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for r in rows:
-        out[(r["run"], r["scaling"])][(r["depth"], r["length"])].append(r)
-    return out
-
-
-def cell_value(rows: list[dict]) -> float | None:
-    values = [r["value"] for r in rows]
-    return None if any(v is None for v in values) else statistics.fmean(values)
-
-
-CELL = ("Each cell: the share of trials whose key is in the greedy continuation (right / trials, over all seeds; the "
-        "mean share of the key's tokens predicted; the seconds its trials took, the deepest key's cell also the "
-        "filler before it, computed once for every depth); = none: s = 1 is plain RoPE.")
-
-
-def markdown(rows: list[dict]) -> str:
-    return "\n".join(["# Passkey retrieval by length and depth", "",
-                      "The prompt of Mohtashami & Jaggi (python -m eval.passkey). " + CELL, "", *tables(rows)])
-
-
-def tables(rows: list[dict], level: str = "##") -> list[str]:
-    """A table per model and scaling, under a heading of `level`: accuracy by depth (rows) and length (columns),
-    trials and seconds; "not measured" where no row is."""
-    lengths, depths = sorted({r["length"] for r in rows}), sorted({r["depth"] for r in rows})
-    lines = []
-    for (run, scaling), by_cell in cells(rows).items():
-        first = next(iter(by_cell.values()))[0]
-        lines += [f"{level} {run}: {scaling} (L = {first['train_length']:,}; the key: {first['keys']})", "",
-                  "| depth | " + " | ".join(f"{n:,}" for n in lengths) + " |", "|---:|" + "---:|" * len(lengths)]
-        for d in depths:
-            values = []
-            for n in lengths:
-                group = by_cell.get((d, n))
-                if not group:
-                    values.append("not measured")
-                elif cell_value(group) is None:
-                    values.append(f"n/a ({group[0].get('note')})")
-                elif group[0].get("same_as"):
-                    values.append(f"= {group[0]['same_as']}")
-                else:
-                    hits, trials = sum(r["hits"] for r in group), sum(r["trials"] for r in group)
-                    tokens = statistics.fmean(r["key_tokens"] for r in group)
-                    seconds = statistics.fmean(r["seconds"] for r in group)
-                    values.append(f"{cell_value(group):.2f} ({hits}/{trials}; {tokens:.2f}; {seconds:,.0f} s)")
-            lines.append(f"| {d:g} | " + " | ".join(values) + " |")
-        lines.append("")
-    return lines
-
-
-def plot_heatmap(rows: list[dict], path: Path) -> None:
-    """One panel per model and scaling: accuracy by depth and length, the training length marked."""
-    groups = cells(rows)
-    lengths, depths = sorted({r["length"] for r in rows}), sorted({r["depth"] for r in rows})
-    fig, axes = plt.subplots(1, len(groups), figsize=(0.7 * len(lengths) * len(groups) + 2.5, 0.45 * len(depths) + 2),
-                             squeeze=False)
-    for ax, ((run, scaling), by_cell) in zip(axes[0], groups.items()):
-        grid = torch.full((len(depths), len(lengths)), float("nan"))
-        for (d, n), group in by_cell.items():
-            value = cell_value(group)
-            if value is not None:
-                grid[depths.index(d), lengths.index(n)] = value
-        image = ax.imshow(grid.numpy(), vmin=0, vmax=1, cmap="RdYlGn", aspect="auto")
-        for i, j in torch.nonzero(~grid.isnan()).tolist():
-            ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7)
-        L = next(iter(by_cell.values()))[0]["train_length"]
-        past = [j for j, n in enumerate(lengths) if n > L]
-        if past:
-            ax.axvline(past[0] - 0.5, color="black", linewidth=1.5)
-        ax.set_xticks(range(len(lengths)), [f"{n // 1024}k" if n % 1024 == 0 else str(n) for n in lengths])
-        ax.set_yticks(range(len(depths)), [f"{d:g}" for d in depths])
-        ax.set_xlabel("prompt length (tokens; the line: L)")
-        ax.set_title(f"{run}: {scaling}", fontsize=9)
-    axes[0][0].set_ylabel("depth of the key in the filler")
-    fig.colorbar(image, ax=axes[0].tolist(), label="passkey accuracy")
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-
-
-def write_report(rows: list[dict], out: Path, tables: bool = True) -> None:
-    atomic_write_text(out / RESULTS, json.dumps(rows, indent=2, allow_nan=False) + "\n")
-    if tables and rows:
-        atomic_write_text(out / "passkey.md", markdown(rows))
-        plot_heatmap(rows, out / "passkey.png")
-
 
 # ----------------------------------------------------------------------------- command line
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    keep_freed_host_memory()  # process-wide: CPU steps reuse freed memory (device.py)
-    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs", nargs="+", type=Path, help="run directories, or hf:PATH (a transformers checkpoint)")
+    parser = evaluator_parser(__doc__, "run directories, or hf:PATH (a transformers checkpoint)", "reports/passkey",
+                              f"keep the rows already in --out/{RESULTS} and measure only the missing ones")
     parser.add_argument("--multiples", default=DEFAULT_MULTIPLES,
                         help=f"prompt lengths as multiples of each model's L (default {DEFAULT_MULTIPLES})")
     parser.add_argument("--lengths", default=None, help="prompt lengths in tokens, instead of --multiples")
@@ -317,16 +220,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
                              "none,yarn; none with --context-method)")
     parser.add_argument("--context-method", default="none", help=CONTEXT_HELP)
     parser.add_argument("--seed", type=int, default=0, help="seed of the keys (the same for every model)")
-    parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
-    parser.add_argument("--out", type=Path, default=Path("reports/passkey"))
-    parser.add_argument("--resume", action="store_true",
-                        help=f"keep the rows already in --out/{RESULTS} and measure only the missing ones")
     args = parser.parse_args(argv)
 
-    rows: list[dict] = []
-    held = contextlib.ExitStack()  # --out's lock, from when the options are checked to the last write
-
-    def work():
+    def work(rows: list[dict], lock) -> None:
         context = parse_checked(args.context_method, "--context-method")
         methods = parse_scalings(scalings_option(args.scaling, context, "none,yarn"))
         dynamic = [m for m in methods if SCALINGS[m].dynamic]
@@ -341,9 +237,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             raise UserError(f"--depths must be shares of the filler in [0, 1], got {args.depths!r}")
         if args.trials < 1:
             raise UserError(f"--trials must be >= 1, got {args.trials}")
-        if args.out.exists() and not args.out.is_dir():
-            raise UserError(f"--out {args.out} is a file, not a folder")
-        held.enter_context(hold(args.out, "eval.passkey"))
+        lock()
         runs = read_runs(args.runs)
         check_taken(runs, methods)
         check_variants(runs, methods, context)
@@ -360,9 +254,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                        sorted({round(m * run.train_length) for m in parse_multiples(args.multiples)}))
             measure_run(run, methods, lengths, depths, args.seed, args.trials, device, previous, measured, context)
 
-    with held:
-        keep_finished(work, rows, args.out, lambda: write_report(rows, args.out))
-        write_report(rows, args.out)
+    rows = evaluate(args.out, "eval.passkey", work, lambda rows: write_report(rows, args.out))
     print(markdown(rows))
     print(f"wrote {args.out}/{RESULTS}, passkey.md, passkey.png")
     return rows

@@ -31,28 +31,24 @@ probes.json, probes.md and probes.png.
 """
 from __future__ import annotations
 
-import argparse
-import contextlib
-import json
 import statistics
 import time
-from collections import defaultdict
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from checkpoint import atomic_write_text, hold, load_model, load_tokenizer
-from config import ArgumentParser, ContextConfig, ScalingConfig, UserError
+from checkpoint import load_model, load_tokenizer
+from config import ContextConfig, ScalingConfig, UserError
 from data import TokenData, Tokenizer
-from device import autocast, keep_freed_host_memory, pick_device
-from eval.extrapolation import (CONTEXT_HELP, DATA_HELP, TOKENS_PER_FORWARD, Run, check_data_option, check_taken,
-                               context_settings, keep_finished, parse_multiples, parse_scalings, plan, previous_rows,
-                               read_runs, scalings_option, text_shards)
-from eval.plots import plt, style, ticker
+from device import autocast, pick_device
+from eval.harness import (CONTEXT_HELP, DATA_HELP, TOKENS_PER_FORWARD, Run, check_data_option, check_taken,
+                          context_settings, evaluate, evaluator_parser, parse_multiples, parse_scalings, plan,
+                          read_runs, scalings_option, text_shards)
 from model.context import parse_checked
 from model.rope import SCALINGS
+from render.probe import markdown, row_key, write_report
+from render.rows import previous_rows
 
 DEFAULT_MULTIPLES = "0.25,0.5,1,2,4,8,16"
 PASSKEY_MULTIPLES = (1, 2, 4, 8, 16)
@@ -180,11 +176,6 @@ def passkey_samples(tokenizer: Tokenizer, candidates: list[tuple[str, int]], dat
     return torch.stack(out), keys
 
 
-def row_key(r: dict) -> tuple:
-    """What identifies a probe measurement (--resume skips the ones a report has)."""
-    return r["run"], r["seed"], r["scaling"], r["probe"], r.get("distance"), r.get("length"), r.get("depth")
-
-
 def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n_copy: int, n_passkey: int,
               seed: int, device, passkey_multiples=PASSKEY_MULTIPLES, passkey_depths=PASSKEY_DEPTHS,
               done: frozenset | set = frozenset(), on_row=None, context: ContextConfig | None = None) -> list[dict]:
@@ -253,92 +244,11 @@ def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n
 
 # ----------------------------------------------------------------------------- report
 
-def markdown(rows: list[dict]) -> str:
-    """Copy gain by distance (mean ± std over seeds) and passkey accuracy by length."""
-    lines = ["# Context-use probes", ""]
-    copy = [r for r in rows if r["probe"] == "copy"]
-    distances = sorted({r["distance"] for r in copy})
-    cells: dict[tuple, dict[int, list]] = defaultdict(lambda: defaultdict(list))
-    for r in copy:
-        cells[(r["run"], r["scaling"], r["train_length"])][r["distance"]].append(r.get("gain"))
-    lines += ["## Copy: loss on a repeated span, gain over the same tokens without the first copy (nats)", "",
-              "Positive: the model uses the tokens D back. Mean ± std over seeds; n/a: positions the encoding "
-              "cannot represent.", "",
-              "| run | scaling | L | " + " | ".join(f"D={d}" for d in distances) + " |",
-              "|---|---|---:|" + "---:|" * len(distances)]
-    for (run, scaling, L), by_d in cells.items():
-        values = []
-        for d in distances:
-            gains = by_d.get(d, [])
-            if not gains or any(g is None for g in gains):
-                values.append("n/a" if gains else "")
-            else:
-                mean = statistics.fmean(gains)
-                values.append(f"{mean:+.3f}" + (f" ± {statistics.stdev(gains):.3f}" if len(gains) > 1 else ""))
-        lines.append(f"| {run} | {scaling} | {L} | " + " | ".join(values) + " |")
-    passkey = [r for r in rows if r["probe"] == "passkey"]
-    if passkey:
-        candidates = next((r["candidates"] for r in passkey if r.get("candidates")), None)
-        depths = sorted({r["depth"] for r in passkey})
-        # rows from before the rank was recorded hold greedy accuracy, not the share ranked first, and no rank
-        measure = "Passkey retrieval: share of keys ranked first" if candidates else "Passkey retrieval accuracy"
-        lines += passkey_table(passkey, "value", "{:.2f}", f"{measure} (depths {', '.join(map(str, depths))}, all seeds)")
-        if candidates:
-            lines += passkey_table(passkey, "rank", "{:.1f}", f"Passkey: mean rank of the true key among "
-                                   f"{candidates} candidate words (chance {(candidates + 1) / 2}; 1 is retrieval)")
-    return "\n".join(lines) + "\n"
-
-
-def passkey_table(rows: list[dict], key: str, fmt: str, title: str) -> list[str]:
-    """Markdown lines: the mean of rows[key] by (run, scaling, L) and length."""
-    lengths = sorted({r["length"] for r in rows})
-    cells: dict[tuple, dict[int, list]] = defaultdict(lambda: defaultdict(list))
-    for r in rows:
-        cells[(r["run"], r["scaling"], r["train_length"])][r["length"]].append(r.get(key))
-    lines = ["", f"## {title}", "", "| run | scaling | L | " + " | ".join(str(n) for n in lengths) + " |",
-             "|---|---|---:|" + "---:|" * len(lengths)]
-    for (run, scaling, L), by_n in cells.items():
-        values = ["" if n not in by_n else "n/a" if any(v is None for v in by_n[n])
-                  else fmt.format(statistics.fmean(by_n[n])) for n in lengths]
-        lines.append(f"| {run} | {scaling} | {L} | " + " | ".join(values) + " |")
-    return lines
-
-
-def plot(rows: list[dict], path: Path) -> None:
-    fig, axes = plt.subplots(1, 2, figsize=(14, 5.5))
-    for ax, probe, x_key, y_key, title in ((axes[0], "copy", "multiple", "gain",
-                                            "Copy: loss gain from a first copy D tokens back"),
-                                           (axes[1], "passkey", "multiple", "value", "Passkey accuracy")):
-        groups: dict[str, dict[float, list]] = defaultdict(lambda: defaultdict(list))
-        for r in rows:
-            if r["probe"] == probe and r.get(y_key) is not None:
-                label = r["run"] if r["scaling"] == "none" else f"{r['run']}: {r['scaling']}"
-                groups[label][r[x_key]].append(r[y_key])
-        for i, (label, by_x) in enumerate(groups.items()):
-            x, st = sorted(by_x), style(i)
-            ax.plot(x, [statistics.fmean(by_x[v]) for v in x], label=label, **st)
-            if probe == "copy":
-                ax.fill_between(x, [min(by_x[v]) for v in x], [max(by_x[v]) for v in x], color=st["color"],
-                                alpha=0.12, linewidth=0)
-        ax.axvline(1, color="grey", linestyle="--", linewidth=1, label="training length")
-        ax.axhline(0, color="black", linewidth=0.8)
-        ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
-        ax.set_xlabel("distance back (copy) or sequence length (passkey), in multiples of L")
-        ax.set_title(title)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, loc="upper right")
-    axes[0].set_ylabel("gain (nats): loss without the first copy - with it")
-    axes[1].set_ylabel("accuracy (mean over depths and seeds)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    keep_freed_host_memory()  # process-wide: CPU steps reuse freed memory (device.py)
-    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs", nargs="+", type=Path, help="run directories, or hf:PATH (a transformers checkpoint)")
+    parser = evaluator_parser(__doc__, "run directories, or hf:PATH (a transformers checkpoint)", "reports/extrapolation",
+                              "keep the rows already in --out/probes.json and measure only the missing ones (the same "
+                              "options); rows are written as they are measured")
     parser.add_argument("--multiples", default=DEFAULT_MULTIPLES,
                         help=f"copy distances as multiples of each run's L (default {DEFAULT_MULTIPLES}; '' for no "
                              f"copy probe)")
@@ -355,17 +265,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--samples", type=int, default=16, help="copy samples per distance (default 16)")
     parser.add_argument("--passkey-samples", type=int, default=8, help="passkey keys per length and depth (default 8)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the samples (the same for every run)")
-    parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
-    parser.add_argument("--out", type=Path, default=Path("reports/extrapolation"))
-    parser.add_argument("--resume", action="store_true",
-                        help="keep the rows already in --out/probes.json and measure only the missing ones (the same "
-                             "options); rows are written as they are measured")
     args = parser.parse_args(argv)
 
-    rows: list[dict] = []
-    held = contextlib.ExitStack()  # --out's lock, from when the options are checked to the last write
-
-    def work():
+    def work(rows: list[dict], lock) -> None:
         context = parse_checked(args.context_method, "--context-method")
         multiples = parse_multiples(args.multiples) if args.multiples.strip() else []
         methods = parse_scalings(scalings_option(args.scaling, context, "none,linear,ntk,yarn"))
@@ -378,9 +280,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                               ("--passkey-samples", args.passkey_samples)):
             if value < 2:
                 raise UserError(f"{option} must be >= 2, got {value}")
-        if args.out.exists() and not args.out.is_dir():
-            raise UserError(f"--out {args.out} is a file, not a folder")
-        held.enter_context(hold(args.out, "eval.probe"))  # one evaluation writes a folder at a time
+        lock()
         runs = read_runs(args.runs, data=args.data)
         check_taken(runs, methods)
         check_variants(runs, methods, context)
@@ -402,20 +302,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
                                      args.seed, device, passkey_multiples, depths, done, measured, context)
             write_report(rows, args.out, tables=False)
 
-    with held:
-        keep_finished(work, rows, args.out, lambda: write_report(rows, args.out, tables=False))
-        write_report(rows, args.out)
+    rows = evaluate(args.out, "eval.probe", work, lambda rows: write_report(rows, args.out))
     print(markdown(rows))
     print(f"wrote {args.out}/probes.json, probes.md, probes.png")
     return rows
-
-
-def write_report(rows: list[dict], out: Path, tables: bool = True) -> None:
-    """probes.json, and with `tables` probes.md and probes.png (eval.merge writes merged seeds this way)."""
-    atomic_write_text(out / "probes.json", json.dumps(rows, indent=2, allow_nan=False) + "\n")
-    if tables:
-        atomic_write_text(out / "probes.md", markdown(rows))
-        plot(rows, out / "probes.png")
 
 
 if __name__ == "__main__":

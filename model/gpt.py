@@ -188,7 +188,7 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, n_params: int) -> float:
 
 def make_optimizer(model: nn.Module, t: TrainConfig, device: torch.device) -> torch.optim.AdamW:
     """AdamW with weight decay on matrices only (not norms or other vectors); fused on CUDA. Any
-    module: eval.bench gives its transformers peer the same recipe."""
+    module: speed.bench gives its transformers peer the same recipe."""
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": t.weight_decay},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]

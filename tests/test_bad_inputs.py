@@ -31,7 +31,9 @@ import export.convert
 import export.llama
 import generate
 import train
-from eval import bench, extrapolation, heads, merge, passkey, plots, probe, reports, summary, tasks
+from eval import extrapolation, heads, passkey, probe, tasks
+from render import merge, plots, reports, summary
+from speed import bench
 
 ROOT = Path(__file__).resolve().parents[1]
 # The tiny_args overrides of conftest.py, so a case that wrongly passed validation would stay small.
@@ -177,7 +179,7 @@ CASES = [
     ("probe-held-out", ["eval.probe", "{run}", "--out", "{held}"], "{held} is in use by test_bad_inputs (pid "),
     ("tasks-held-out", ["eval.tasks", "{run}", "--resume", "--out", "{held}"],
      "{held} is in use by test_bad_inputs (pid "),
-    ("merge-held-out", ["eval.merge", "{tmp}", "--out", "{held}"], "{held} is in use by test_bad_inputs (pid "),
+    ("merge-held-out", ["render.merge", "{tmp}", "--out", "{held}"], "{held} is in use by test_bad_inputs (pid "),
     # generate.py
     ("generate-top-k", GEN + ["--top-k", "0"], "--top-k must be >= 1"),
     ("generate-top-k-type", GEN + ["--top-k", "x"], "--top-k: invalid int value: 'x'"),
@@ -255,7 +257,7 @@ CASES = [
     ("tasks-context-name", ["eval.tasks", "{run}", "--context-method", "ntk"], "unknown context method 'ntk'"),
     ("tasks-context-key", ["eval.tasks", "{run}", "--context-method", "{type: sinks, sinks: -1}"],
      "--context-method.sinks must be >= 0, got -1"),
-    # python -m eval.extrapolation, eval.probe, eval.summary, eval.bench, eval.plots
+    # python -m eval.extrapolation, eval.probe, render.summary, speed.bench, render.plots
     ("eval-no-run", ["eval.extrapolation", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
     ("eval-not-a-run", ["eval.extrapolation", "{tmp}"], "no checkpoint in {tmp} (missing checkpoint.json)"),
     ("eval-lengths", EVAL + ["--lengths", "64,abc"], "--lengths must be comma-separated integers"),
@@ -292,34 +294,34 @@ CASES = [
     ("tasks-scaling-name", ["eval.tasks", "{run}", "--scaling", "rotary"], "unknown: 'rotary'"),
     ("tasks-out-file", ["eval.tasks", "{run}", "--out", "{file}"], "--out {file} is a file, not a folder"),
     ("heads-no-run", ["eval.heads", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
-    ("reports-no-folder", ["eval.reports", "{tmp}/no-such-run"], "{tmp}/no-such-run: no such folder"),
+    ("reports-no-folder", ["render.reports", "{tmp}/no-such-run"], "{tmp}/no-such-run: no such folder"),
     ("heads-text-run", ["eval.heads", "{run}", "--out", "{tmp}/out"], "not tasks: evaluate it with python -m eval.extrapolation"),
     ("heads-samples", ["eval.heads", "{run}", "--samples", "0"], "--samples must be >= 1"),
     ("heads-task-name", ["eval.heads", "{run}", "--tasks", "recal"], "unknown task 'recal'"),
     ("heads-out-file", ["eval.heads", "{run}", "--out", "{file}"], "--out {file} is a file, not a folder"),
-    ("merge-no-folder", ["eval.merge", "{tmp}/no-such-run", "--out", "{tmp}/out"], "{tmp}/no-such-run is not a folder"),
-    ("merge-out-file", ["eval.merge", "{tmp}", "--out", "{file}"], "--out {file} is a file, not a folder"),
+    ("merge-no-folder", ["render.merge", "{tmp}/no-such-run", "--out", "{tmp}/out"], "{tmp}/no-such-run is not a folder"),
+    ("merge-out-file", ["render.merge", "{tmp}", "--out", "{file}"], "--out {file} is a file, not a folder"),
     ("train-task-name", TRAIN + ["data.source=tasks:recal"], "unknown task 'recal'"),
     ("train-task-weight", TRAIN + ["data.source=tasks:copy,recall*x"], "the weight of recall must be a positive number"),
     ("train-task-twice", TRAIN + ["data.source=tasks:recall,recall*2"], "recall is named twice"),
     ("train-task-vocab", TRAIN + ["data.source=tasks", "data.vocab_size=100"], "data.vocab_size must be at least 162"),
-    ("summary-no-run", ["eval.summary", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
-    ("bench-config-missing", ["eval.bench", "--config", "{tmp}/nope.yaml"], "config file not found: {tmp}/nope.yaml"),
-    ("bench-encoding", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--positions", "rotary"],
+    ("summary-no-run", ["render.summary", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
+    ("bench-config-missing", ["speed.bench", "--config", "{tmp}/nope.yaml"], "config file not found: {tmp}/nope.yaml"),
+    ("bench-encoding", ["speed.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--positions", "rotary"],
      "--positions: unknown encoding 'rotary'"),
-    ("bench-peer-name", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--peer", "gpt3"],
+    ("bench-peer-name", ["speed.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--peer", "gpt3"],
      "--peer: expected gpt2, transformers or the path of nanoGPT's model.py, got 'gpt3'"),
-    ("bench-peer-not-nanogpt", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--peer", "{tmp}/model.py"],
+    ("bench-peer-not-nanogpt", ["speed.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--peer", "{tmp}/model.py"],
      "--peer {tmp}/model.py: not nanoGPT's model.py (AttributeError"),
-    ("bench-decode-multiples", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--decode-multiples", "1,0"],
+    ("bench-decode-multiples", ["speed.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--decode-multiples", "1,0"],
      "--decode-multiples must be positive, got '1,0'"),
-    ("bench-rounds", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--rounds", "0"],
+    ("bench-rounds", ["speed.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--rounds", "0"],
      "--rounds must be at least 1, got 0"),
-    ("bench-attention", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--attention", "flash"],
+    ("bench-attention", ["speed.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--attention", "flash"],
      "--attention: invalid choice: 'flash'"),
-    ("bench-device", ["eval.bench", "--config", str(ROOT / "configs/tiny.yaml"), "run.device=cuda:99"],
+    ("bench-device", ["speed.bench", "--config", str(ROOT / "configs/tiny.yaml"), "run.device=cuda:99"],
      "run.device: 'cuda:99' is not available here"),
-    ("plots-no-results", ["eval.plots", "{tmp}/results.json"], "{tmp}/results.json not found"),
+    ("plots-no-results", ["render.plots", "{tmp}/results.json"], "{tmp}/results.json not found"),
     ("passkey-no-run", ["eval.passkey", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
     ("passkey-dynamic", ["eval.passkey", "{run}", "--scaling", "none,dynamic", "--out", "{tmp}/out"],
      "--scaling: eval.passkey takes static scalings; dynamic change with the length"),
@@ -403,9 +405,9 @@ SUBPROCESS = ["train-optional-int-type", "run-device-missing", "resume-model-cha
               "passkey-short", "convert-hf-pickle", "train-init-hf-contradicts"]
 MAINS = {"train.py": train.main, "generate.py": generate.main, "data.prepare": data.prepare.main,
          "export": export.llama.main, "export.convert": export.convert.main, "eval.extrapolation": extrapolation.main, "eval.probe": probe.main,
-         "eval.summary": summary.main, "eval.bench": bench.main, "eval.plots": plots.main, "eval.tasks": tasks.main,
-         "eval.merge": merge.main, "eval.passkey": passkey.main, "eval.heads": heads.main,
-         "eval.reports": reports.main}
+         "render.summary": summary.main, "speed.bench": bench.main, "render.plots": plots.main, "eval.tasks": tasks.main,
+         "render.merge": merge.main, "eval.passkey": passkey.main, "eval.heads": heads.main,
+         "render.reports": reports.main}
 
 
 @pytest.fixture(scope="module")
@@ -534,13 +536,13 @@ def test_the_table_is_big_and_ids_are_unique():
 # line naming the file and what is wrong with it, exit 2. eval.tasks reads a task run (no tokenizer.model).
 TEXT_READERS = ["generate.py", "eval.extrapolation", "eval.probe", "export"]
 RUN_FILES = [  # (file, damages, commands that read it)
-    ("config.yaml", ["missing", "corrupt", "not-a-mapping"], [*TEXT_READERS, "eval.tasks", "eval.summary", "resume"]),
+    ("config.yaml", ["missing", "corrupt", "not-a-mapping"], [*TEXT_READERS, "eval.tasks", "render.summary", "resume"]),
     ("checkpoint.json", ["missing", "corrupt"], [*TEXT_READERS, "eval.tasks"]),
     ("checkpoint.json", ["corrupt"], ["resume"]),  # a run without one has no checkpoint yet: resume starts it afresh
     ("model_*.safetensors", ["missing", "truncated", "nan", "inf"], [*TEXT_READERS, "eval.tasks", "resume"]),
     ("state_*.pt", ["missing", "corrupt", "truncated", "nan"], ["resume"]),
     ("tokenizer.model", ["missing", "corrupt"], ["generate.py", "eval.probe", "export"]),  # eval.extrapolation reads shards
-    ("metrics.jsonl", ["missing", "corrupt", "torn-line"], ["eval.summary", "eval.tasks"]),
+    ("metrics.jsonl", ["missing", "corrupt", "torn-line"], ["render.summary", "eval.tasks"]),
     ("metrics.jsonl", ["corrupt", "torn-line"], ["resume"]),  # missing: resume starts a new log
 ]
 BROKEN = [(file, how, command) for file, damages, commands in RUN_FILES for how in damages for command in commands]
@@ -592,7 +594,7 @@ def broken_run(file, how, command, ten_step_run, task_run, tmp_path) -> tuple[li
             "eval.extrapolation": [str(run), "--lengths", "64", "--max-tokens", "256", "--out", out],
             "eval.probe": [str(run), "--multiples", "1", "--samples", "2", "--out", out],
             "eval.tasks": [str(run), "--multiples", "1", "--samples", "1", "--scaling", "none", "--out", out],
-            "eval.summary": [str(run)],
+            "render.summary": [str(run)],
             "export": [str(run), str(tmp_path / "hf")],
             "resume": [*fill(TRAIN, ten_step_run, tmp_path)[1:], f"run.out_dir={run.parent}", f"run.name={run.name}",
                        "train.max_steps=12", "--resume"]}[command]
@@ -635,7 +637,7 @@ def test_a_broken_run_file_from_the_command_line(file, how, ten_step_run, tmp_pa
 
 
 def test_every_run_file_is_damaged_in_every_command_that_reads_it():
-    commands = {"generate.py", "eval.extrapolation", "eval.probe", "eval.tasks", "eval.summary", "export", "resume"}
+    commands = {"generate.py", "eval.extrapolation", "eval.probe", "eval.tasks", "render.summary", "export", "resume"}
     assert {c for _, _, c in BROKEN} == commands
     assert {f for f, _, _ in BROKEN} == {"config.yaml", "checkpoint.json", "model_*.safetensors", "state_*.pt",
                                         "tokenizer.model", "metrics.jsonl"}

@@ -1,4 +1,4 @@
-"""eval.bench runs end to end on a small shape and reports every section (speed itself is not asserted);
+"""speed.bench runs end to end on a small shape and reports every section (speed itself is not asserted);
 the host-memory setting every command gets keeps large freed blocks for reuse."""
 import json
 import platform
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from eval import bench
+from speed import bench
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,7 +52,7 @@ def test_the_compile_mode_reaches_torch_compile(monkeypatch):
     cfg.run.compile = False
     bench.bench_training(cfg, torch.device("cpu"), steps=1, warmup=0)
     assert modes == ["max-autotune", None]  # default: torch's own; compile off: not compiled
-    # the tables of eval.bench and eval.profile name a mode other than the default
+    # the tables of speed.bench and speed.profile name a mode other than the default
     assert [bench.mode_note({"compile": c, "compile_mode": m}) for c, m in
             [(True, "max-autotune"), (True, "default"), (False, "max-autotune")]] == [" (max-autotune mode)", "", ""]
 

@@ -11,7 +11,8 @@ from test_bad_inputs import check
 
 import generate
 from config import ContextConfig, ModelConfig, PositionConfig, ScalingConfig, UserError, parse_context
-from eval import extrapolation, probe, tasks
+from eval import extrapolation, harness, probe
+from render import tasks as task_report
 from generate import generate_tokens
 from model import attention
 from model.attention import KVCache
@@ -380,15 +381,15 @@ def test_eval_rows_name_the_method_and_equal_plain_where_it_is_exact(ten_step_ru
 
 
 def test_tasks_and_probes_plan_with_the_method(ten_step_run):
-    run = extrapolation.read_run(ten_step_run, "ten")
+    run = harness.read_run(ten_step_run, "ten")
     context = ContextConfig("logn")
     variants = probe.model_variants(run, ["none", "ntk", "dynamic"], 128, context)
     assert [label for label, _ in variants] == ["logn", "ntk + logn"]
     rows = [{"run": "r", "seed": 1, "task": "copy", "scaling": s, "factor_rule": None, "length": 64, "run_length": 64,
              "accuracy": a, "answers": 10, "context": c}
             for s, a, c in (("none", 0.95, None), ("logn", 0.1, {"type": "logn", "length": 64}))]
-    assert tasks.learned(rows) == {("r", 1, "copy"): True}  # the plain row decides, whatever the order
-    assert tasks.learned(rows[::-1]) == {("r", 1, "copy"): True}
+    assert task_report.learned(rows) == {("r", 1, "copy"): True}  # the plain row decides, whatever the order
+    assert task_report.learned(rows[::-1]) == {("r", 1, "copy"): True}
 
 
 def test_probe_resume_measures_a_method_the_report_lacks(ten_step_run, tmp_path):

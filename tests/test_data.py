@@ -344,7 +344,7 @@ def test_a_parquet_corpus_streams_through_text_field_in_bounded_memory(tmp_path)
 
 def test_randomized_and_pose_positions_are_sorted_in_bounds_and_a_pure_function_of_seed_and_step():
     from config import TrainPositions
-    from data.positions import sample_positions
+    from data.train_positions import sample_positions
     for cfg in (TrainPositions("randomized", 1024), TrainPositions("pose", 1024), TrainPositions("pose", 1024, 4)):
         pos = sample_positions(cfg, 8, 128, seed=3, step=5)
         assert pos.shape == (8, 128) and pos.dtype == torch.int64
@@ -360,7 +360,7 @@ def test_randomized_and_pose_positions_are_sorted_in_bounds_and_a_pure_function_
 
 def test_pose_keeps_chunks_contiguous_and_its_skips_reach_the_target_length():
     from config import TrainPositions
-    from data.positions import sample_positions
+    from data.train_positions import sample_positions
     cfg = TrainPositions("pose", 512, chunks=2)
     pos = torch.cat([sample_positions(cfg, 16, 128, seed=1, step=s) for s in range(20)])  # 320 sequences
     assert bool((pos[:, 0] == 0).all())  # u_0 = 0

@@ -11,10 +11,11 @@ import torch
 from conftest import book_texts
 
 import train
-from checkpoint import load_model, read_run_config
-from config import DataConfig, ModelConfig, PositionConfig, UserError, from_dict
+from checkpoint import FROM_RUN, load_model, read_run_config
+from config import DataConfig, ModelConfig, PositionConfig, ScalingConfig, UserError, from_dict
 from data import TokenData, prepare_shards
-from eval import extrapolation, plots, probe, results
+from eval import extrapolation, harness, probe
+from render import extrapolation as results, plots
 from model.gpt import GPT
 
 REPO = Path(__file__).resolve().parents[1]
@@ -139,7 +140,7 @@ def test_cached_dynamic_decoding_sees_the_frequencies_of_the_current_length(meth
     assert (cached[:, 20:] - full[:, 20:]).abs().max() > 1e-3
 
 
-@pytest.mark.parametrize("scaling", [None, {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": L}])
+@pytest.mark.parametrize("scaling", [None, ScalingConfig("yarn", 4.0, L)])
 def test_decoding_through_the_cache_equals_one_forward_pass_for_a_static_scaling(runs, scaling):
     model = load_model(runs / "runs" / "rope", scaling=scaling)
     x = torch.randint(0, 512, (2, 3 * L + 5))
@@ -202,7 +203,7 @@ def hand_nll(run_dir: Path, scaling, length: int) -> float:
 def test_perplexity_matches_a_hand_computation(runs, report):
     rows, _ = report
     assert row(rows, "alibi", "none", 128)["nll"] == pytest.approx(hand_nll(runs / "runs" / "alibi", None, 128), rel=1e-5)
-    scaling = {"type": "linear", "factor": 2.0, "original_max_position_embeddings": L}
+    scaling = ScalingConfig("linear", 2.0, L)
     assert row(rows, "rope", "linear", 64, "length/L")["nll"] == pytest.approx(hand_nll(runs / "runs" / "rope", scaling, 64), rel=1e-5)
 
 
@@ -214,10 +215,10 @@ def test_fine_tuned_run_is_evaluated_with_its_own_scaling(runs, report, tmp_path
         assert (r["factor"], r["train_length"], r["multiple"]) == (2.0, L, n / L)
     assert "| rope-yarn | rope | yarn (fine-tuned) | 32 | 1 |" in (out / "results.md").read_text()
     r = row(rows, "rope-yarn", "yarn (fine-tuned)", 128)
-    assert r["nll"] == pytest.approx(hand_nll(run_dir, "from-run", 128), rel=1e-5)
+    assert r["nll"] == pytest.approx(hand_nll(run_dir, FROM_RUN, 128), rel=1e-5)
     # the models it builds carry the run's scaling, whatever --scaling asks for
     built = []
-    monkeypatch.setattr(extrapolation, "load_model", lambda *a, **k: built.append(load_model(*a, **k)) or built[-1])
+    monkeypatch.setattr(harness, "load_model", lambda *a, **k: built.append(load_model(*a, **k)) or built[-1])
     extrapolation.main([str(run_dir), "--lengths", "64", "--scaling", "linear", "--max-tokens", "64",
                         "--device", "cpu", "--out", str(tmp_path)])
     (model,) = built
@@ -461,7 +462,7 @@ class Ignoring(CopyingOracle):
 def test_copy_probe_detects_a_model_that_copies_and_not_one_that_does_not(runs, monkeypatch):
     """The positive control: the same probe that reports ~0 gain for the study's models reports a large
     gain at every distance for a model that copies, and exactly 0 for one that ignores its context."""
-    run = extrapolation.read_run(runs / "runs" / "rope", "rope")
+    run = harness.read_run(runs / "runs" / "rope", "rope")
     gains = {}
     for model in (CopyingOracle(512), Ignoring(512)):
         monkeypatch.setattr(probe, "load_model", lambda *a, **k: model)
@@ -475,7 +476,7 @@ def test_copy_probe_detects_a_model_that_copies_and_not_one_that_does_not(runs, 
 def test_a_model_blind_to_its_context_gets_the_hand_computed_values(runs, monkeypatch):
     """Zero logits: every token costs ln 512 nats with or without the first copy, and every candidate key
     ties, so the true key's mean rank is (candidates + 1) / 2 and it is never ranked first."""
-    run = extrapolation.read_run(runs / "runs" / "rope", "rope")
+    run = harness.read_run(runs / "runs" / "rope", "rope")
     monkeypatch.setattr(probe, "load_model", lambda *a, **k: Ignoring(512))
     rows = probe.probe_run(run, ["none"], [1, 4], span=8, n_copy=4, n_passkey=2, seed=0, device=torch.device("cpu"))
     measured = [r for r in rows if r["value"] is not None]  # a passkey too long for a length is a note
@@ -488,7 +489,7 @@ def test_a_model_blind_to_its_context_gets_the_hand_computed_values(runs, monkey
 
 
 def test_passkey_keys_are_single_token_words_and_ranked(runs):
-    run = extrapolation.read_run(runs / "runs" / "alibi", "alibi")
+    run = harness.read_run(runs / "runs" / "alibi", "alibi")
     tokenizer = probe.Tokenizer(run.path / "tokenizer.model")
     words = probe.key_words(tokenizer)
     assert len(words) >= 2 and all(tokenizer.encode(f" {w}") == [t] for w, t in words)
@@ -501,10 +502,10 @@ def test_passkey_keys_are_single_token_words_and_ranked(runs):
 
 
 def test_probe_plans_scalings_as_the_evaluator_does_and_keeps_finished_rows_on_an_error(tmp_path, monkeypatch, capsys):
-    run = extrapolation.Run(tmp_path, "rope", 1, "rope", 128, None, False, DataConfig())
+    run = harness.Run(tmp_path, "rope", 1, "rope", 128, None, False, DataConfig())
     variants = probe.model_variants(run, ["none", "linear", "dynamic", "yarn"], 512)
     assert [label for label, _ in variants] == ["none", "linear", "yarn"]  # dynamic ones: eval.extrapolation only
-    planned = extrapolation.plan(run, ["none", "linear", "yarn"], [512], [])
+    planned = harness.plan(run, ["none", "linear", "yarn"], [512], [])
     assert [scaling for _, scaling in variants] == [m.scaling for m in planned]
     assert variants[1][1].factor == 4 and variants[1][1].original_max_position_embeddings == 128
 
@@ -514,11 +515,14 @@ def test_probe_plans_scalings_as_the_evaluator_does_and_keeps_finished_rows_on_a
         calls.append(1)
         if len(calls) == 2:
             raise UserError("corrupt checkpoint x")
-        return [{"probe": "copy", "run": "a"}]
+        return [finished]
+    finished = {"probe": "copy", "run": "a", "seed": 1, "scaling": "none", "train_length": 128, "distance": 64,
+                "multiple": 0.5, "gain": 0.25}
     monkeypatch.setattr(probe, "read_runs", lambda paths, data=None: [run, run])
     monkeypatch.setattr(probe, "probe_run", probe_run)
     with pytest.raises(SystemExit) as e:
         probe.main([str(tmp_path), "--out", str(tmp_path / "out"), "--device", "cpu"])
     assert e.value.code == 1  # as eval.extrapolation: measuring had begun
     assert "corrupt checkpoint x (1 finished measurements are in" in capsys.readouterr().err
-    assert json.loads((tmp_path / "out" / "probes.json").read_text()) == [{"probe": "copy", "run": "a"}]
+    assert json.loads((tmp_path / "out" / "probes.json").read_text()) == [finished]
+    assert "| a | none | 128 | +0.250 |" in (tmp_path / "out" / "probes.md").read_text()  # the report of what finished

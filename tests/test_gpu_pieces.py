@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from eval import merge
+from render import merge
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
@@ -25,7 +25,7 @@ def test_each_piece_dry_runs_with_its_commands():
     budget = make("-n", "gpu-study-budget").stdout
     assert "torch.cuda.is_available()" in budget  # gpu-check first
     assert "-j2 gpu-budget/rope gpu-budget/sinusoidal" in budget
-    assert "eval.summary runs/study-gpu/budget/rope runs/study-gpu/budget/sinusoidal --budget 0.01" in budget
+    assert "render.summary runs/study-gpu/budget/rope runs/study-gpu/budget/sinusoidal --budget 0.01" in budget
     runs = make("-n", "-j8", "gpu-budget/rope", "gpu-study", "SEED=2", "GPU_ENCODINGS=rope alibi").stdout
     assert ("python3 train.py --config configs/study-gpu.yaml run.out_dir=runs/study-gpu/budget run.seed=1 "
             "data.source=.gpu-data/gutenberg run.name=rope model.position.type=rope train.max_steps=3052 "
@@ -41,15 +41,15 @@ def test_each_piece_dry_runs_with_its_commands():
     # a fine-tune starts after RoPE's run; each run is evaluated into its own folder, then the seed is merged
     assert lines.index(trains["rope"]) < lines.index(trains["rope-pi"])
     assert "--out runs/study-gpu/eval/seed2/rope-yarn --resume" in runs
-    assert ("eval.merge " + " ".join(f"runs/study-gpu/eval/seed2/{r}" for r in
+    assert ("render.merge " + " ".join(f"runs/study-gpu/eval/seed2/{r}" for r in
                                      ("rope", "alibi", "rope-pi", "rope-yarn", "rope-continued"))
             + " --out reports/extrapolation-gpu/seed2") in runs
     bench = make("-n", "gpu-tests-bench", "gpu-bench-peer", "gpu-minimind", "gpu-profile").stdout
     assert "pytest tests/test_cuda.py" in bench and "--peer transformers" in bench and "--epoch-steps" in bench
-    assert "python3 -m eval.profile --config configs/gpt2-124m.yaml --out reports/bench/gpu" in bench
+    assert "python3 -m speed.profile --config configs/gpt2-124m.yaml --out reports/bench/gpu" in bench
     speed = make("-n", "gpu-speed", "ALLOW_CPU=1").stdout  # issue 36's numbers, one device command
-    assert speed.index("-m eval.profile --config configs/gpt2-124m.yaml") < speed.index(
-        "-m eval.bench --config configs/gpt2-124m.yaml --positions rope,alibi --multiples 1 --peer transformers")
+    assert speed.index("-m speed.profile --config configs/gpt2-124m.yaml") < speed.index(
+        "-m speed.bench --config configs/gpt2-124m.yaml --positions rope,alibi --multiples 1 --peer transformers")
     assert ".gpu-data" not in speed and ".gpu-data" in make("-n", "gpu-minimind", "ALLOW_CPU=1").stdout  # random tokens
     biases = " ".join(make("-n", "gpu-bench-biases", "ALLOW_CPU=1").stdout.replace("\\\n", " ").split())
     assert "--positions rope,t5,kerple,fire --multiples 1 --decode-multiples 1 --out reports/bench/gpu/biases" in biases

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from config import Config, load_config
-from eval.extrapolation import previous_rows
-from eval.plots import read_results
-from eval.summary import budget_step
+from render.rows import previous_rows
+from render.plots import read_results
+from render.summary import budget_step
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "reports" / "extrapolation-gpu"

@@ -8,7 +8,8 @@ import torch
 
 from config import ModelConfig, PositionConfig
 from data.tasks import VAL_SEED, VOCAB_SIZE, Sample, sample
-from eval.heads import attention_weights, bag_solver, look_at_facts, main, markdown
+from eval.heads import attention_weights, bag_solver, look_at_facts, main
+from render.heads import markdown
 from model.gpt import GPT
 from model.positions import ENCODINGS
 

@@ -15,9 +15,10 @@ transformers = pytest.importorskip("transformers", reason="transformers loads hf
 
 import generate
 from checkpoint import load_model, load_tokenizer, read_run_config, save_checkpoint
-from config import Config, ContextConfig, DataConfig, ModelConfig, to_dict
+from config import Config, ContextConfig, DataConfig, ModelConfig, ScalingConfig, to_dict
 from data import prepare_shards
-from eval import extrapolation, passkey, pretrained, probe
+from eval import extrapolation, passkey, probe
+from render import model_report
 from eval.extrapolation import window_losses
 from export.llama import export
 from model.context import CONTEXT_METHODS, ContextMethod
@@ -150,7 +151,7 @@ def test_a_checkpoint_is_described_as_a_run(pair):
 def test_transformers_dynamic_ntk_starts_each_sequence_afresh(pair):
     """transformers keeps the frequencies of the longest length it has seen; each window must start from L's."""
     _, hf = pair
-    scaling = {"type": "dynamic", "factor": 1.0}
+    scaling = ScalingConfig("dynamic", 1.0)
     x = torch.randint(3, 512, (1, 4 * L + 1))
     first = load_model(hf, scaling=scaling)
     window_losses(first, x[:, :-1], x[:, 1:], decode_from=L, chunk=16)  # grows its frequencies to 4L
@@ -211,7 +212,7 @@ def test_a_gguf_file_loads_as_the_same_model(pair, tmp_path):
     gguf_file = write_gguf(Path(hf.removeprefix("hf:")), tmp_path / "tiny.gguf")
     assert read_run_config(f"hf:{gguf_file}")["model"]["position"] == read_run_config(run)["model"]["position"]
     x = torch.randint(3, 512, (2, 3 * L))
-    for scaling in (None, {"type": "yarn", "factor": 4.0}):
+    for scaling in (None, ScalingConfig("yarn", 4.0)):
         ours, theirs = load_model(run, scaling=scaling), load_model(f"hf:{gguf_file}", scaling=scaling)
         with torch.no_grad():
             torch.testing.assert_close(theirs(x)[0], ours(x)[0], atol=1e-4, rtol=0)
@@ -232,7 +233,7 @@ def test_one_models_report_states_windows_trials_and_seconds(pair, tmp_path):
                         "--max-tokens", "256", "--device", "cpu", "--out", str(tmp_path)])
     passkey.main([hf, "--lengths", "256,512", "--depths", "0.2,0.8", "--trials", "2", "--scaling", "none,linear",
                   "--device", "cpu", "--out", str(tmp_path)])
-    report = pretrained.write(tmp_path, "tiny", "shakespeare").read_text()
+    report = model_report.write(tmp_path, "tiny", "shakespeare").read_text()
     assert "L = 64 tokens" in report and "Text: the test split of shakespeare" in report
     assert "| linear | = none | " in report  # s = 1 at L: the plain RoPE measurement
     assert "(4 × 64; " in report and "(2 × 128; " in report  # windows × length per cell
@@ -257,7 +258,7 @@ def test_the_smollm2_targets_dry_run_with_their_commands(tmp_path):
                  f"-m eval.extrapolation {run} {same_tokens} \\\n\t--scaling none --context-method $method --resume",
                  f"-m eval.passkey {run} --lengths 4096,6144,8192,16384 --depths 0,0.5,1 \\\n\t--trials 20 "
                  "--scaling none,yarn --out reports/smollm2",
-                 "-m eval.pretrained reports/smollm2 --data ../shared/corpora/gutenberg"):
+                 "-m render.model_report reports/smollm2 --data ../shared/corpora/gutenberg"):
         assert line in out, line
 
 

@@ -6,7 +6,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("config", "checkpoint", "device", "data", "model", "pretrained", "export", "eval", "train", "generate")
+PACKAGES = ("config", "checkpoint", "device", "data", "model", "pretrained", "export", "render", "eval", "speed", "train", "generate",
+            "visualize")
 
 
 def module_name(path: Path) -> str:
@@ -90,3 +91,13 @@ def test_pretrained_checkpoints_come_in_below_the_run_directory_layer():
     assert "pretrained.hf" in graph["checkpoint"]
     assert {d for m, deps in graph.items() if m.startswith("pretrained") for d in deps
             if d.split(".")[0] in ("checkpoint", "export", "eval", "train", "generate")} == set()
+
+
+def test_reports_render_from_rows_without_the_measuring_code():
+    """render/ reads committed rows and writes tables and plots: it never imports an evaluator, a model or a benchmark,
+    so `make reports` cannot depend on what measured the rows; the evaluators import it to write their reports."""
+    graph = project_imports()
+    reached = {d.split(".")[0] for m, deps in graph.items() if m.startswith("render") for d in deps}
+    assert reached <= {"render", "config", "checkpoint", "data"}
+    assert {d for m, deps in graph.items() if m.startswith("render") for d in deps if d.startswith("data")} <= {"data.tasks"}
+    assert any(d.startswith("render") for m, deps in graph.items() if m.startswith("eval") for d in deps)

@@ -1,11 +1,11 @@
-"""eval.profile on the CPU (the GPU run is `make gpu-profile`): its sections, time shares that add up to the
+"""speed.profile on the CPU (the GPU run is `make gpu-profile`): its sections, time shares that add up to the
 profiled span, and the training steps timed after each evaluation pass."""
 import json
 from pathlib import Path
 
 import pytest
 
-from eval import profile
+from speed import profile
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["model.d_model=32", "model.max_seq_len=64", "train.batch_size=2", "train.eval_tokens=256", "run.device=cpu"]
@@ -51,7 +51,7 @@ def test_a_gpu_profile_counts_kernels_and_not_the_ranges_annotating_them():
     # the H100 profile counted "Optimizer.step#AdamW.step" beside the optimizer's own kernels: shares past 100%
     from types import SimpleNamespace
     from torch.autograd import DeviceType
-    from eval.profile import kernels_of
+    from speed.profile import kernels_of
 
     def event(name, start, end, annotation=False, device=DeviceType.CUDA):
         return SimpleNamespace(name=name, time_range=SimpleNamespace(start=start, end=end), device_type=device,

@@ -1,10 +1,10 @@
-"""The committed report tables are their rows rendered (eval.reports, `make reports`): none has drifted."""
+"""The committed report tables are their rows rendered (render.reports, `make reports`): none has drifted."""
 import shutil
 from pathlib import Path
 
 import pytest
 
-from eval import reports
+from render import reports
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports"
 

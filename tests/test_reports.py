@@ -19,9 +19,9 @@ import pytest
 import torch
 
 from config import Config, ModelConfig, PositionConfig, load_config
-from eval.extrapolation import previous_rows
-from eval.plots import read_results
-from eval.results import relative_to_nope
+from render.rows import previous_rows
+from render.plots import read_results
+from render.rows import relative_to_nope
 from model.gpt import GPT
 from model.positions import Kerple
 
@@ -1068,7 +1068,7 @@ def withdrawn_track(commit: str) -> dict[tuple[str, int, str], bool]:
     """eval.tasks' learned-at-L of the track's results as committed at `commit` (withdrawn since; read from git)."""
     import gzip
     import subprocess
-    from eval.tasks import learned
+    from render.tasks import learned
     shown = subprocess.run(["git", "show", f"{commit}:reports/tasks/results.json.gz"], cwd=ROOT, capture_output=True)
     if shown.returncode:
         pytest.skip(f"commit {commit} is not in this clone's history (a shallow clone?)")
@@ -1171,7 +1171,7 @@ def test_a_fourth_layer_carries_alibi_on_seeds_7_and_9_not_10_and_not_nope():
 # --- the track's seeds (reports/tasks/results.json.gz, training.json) -----------------------------------
 
 def track_results():
-    from eval.tasks import pooled
+    from render.tasks import pooled
     rows = previous_rows(TASK_REPORT / "results.json.gz", "eval.tasks", "accuracy")
     return rows, pooled(rows)
 
@@ -1193,7 +1193,7 @@ def task_acc(run: str, task: str, length: int, label: str = "none", seed: int = 
 
 def band_acc(run: str, task: str, label: str = "none", length: int = X16, seed: int = 11) -> list[float]:
     """The accuracy in each distance band at a length, nearest the question first (results.md's by-distance row)."""
-    from eval.results import curve_label
+    from render.rows import curve_label
     rows = sorted((r for r in TRACK_ROWS if (r["run"], r["seed"], r["task"], r["length"]) == (run, seed, task, length)
                    and curve_label(r) == label), key=lambda r: r["distance_lo"])
     return [r["accuracy"] for r in rows]
@@ -1201,7 +1201,7 @@ def band_acc(run: str, task: str, label: str = "none", length: int = X16, seed: 
 
 def learned_at_L(run: str, seed: int = 11) -> set[str]:
     """The tasks a run learned by eval.tasks' own rule (results.md's †), not a copy of it."""
-    from eval.tasks import learned
+    from render.tasks import learned
     return {t for (r, s, t), ok in learned(TRACK_ROWS).items() if (r, s) == (run, seed) and ok}
 
 
@@ -1223,7 +1223,7 @@ def acc_span(values) -> str:
 
 
 def test_the_track_is_every_run_of_every_seed_at_every_length_and_band():
-    from eval.results import curve_label
+    from render.rows import curve_label
     says(TASKS_PAGE, f'T5 was trained apart, on every seed (`make -j2 extrapolation-tasks THREADS=1 SEED_NUMBERS='
                      f'"{" ".join(map(str, TRACK_SEEDS))}" TASK_ENCODINGS=t5 TASK_RUNS=t5 RESUME=1`')
     assert {r["seed"] for r in TRACK_ROWS} == set(TRACK_SEEDS)
@@ -1540,7 +1540,7 @@ def context_rows(method: str) -> list[dict]:
 
 @functools.cache
 def context_pooled(method: str) -> dict[tuple, float]:
-    from eval.tasks import pooled
+    from render.tasks import pooled
     return pooled(context_rows(method))
 
 
@@ -1644,7 +1644,7 @@ def test_log_n_moves_alibi_within_the_noise_and_not_rope():
                      f"without; its `recall` {quoted('alibi', 'recall', True)}, from {quoted('alibi', 'recall', False)}; its "
                      f"`passkey` {quoted('alibi', 'passkey', True)}, from {quoted('alibi', 'passkey', False)}",
          f"`copy` at 16x {quoted('rope', 'copy', True)}, from {quoted('rope', 'copy', False)}")
-    from eval.tasks import interval
+    from render.tasks import interval
     rows = context_rows("logn")
     sequences = {sum(r["samples"] for r in rows if (r["run"], r["seed"], r["task"], r["length"]) == ("alibi", s, t, X16))
                  for s in seeds for t in INDUCTION}

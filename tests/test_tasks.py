@@ -33,6 +33,7 @@ from data.tasks import (
     to_batch,
 )
 from eval import tasks as eval_tasks
+from render import tasks as task_report
 from conftest import logged_losses
 
 REPO = Path(__file__).resolve().parents[1]
@@ -290,8 +291,8 @@ def test_eval_tasks_rows_by_length_band_and_scaling(task_runs, tmp_path):
 
 
 def test_runs_evaluated_apart_and_merged_give_the_joint_report(task_runs, tmp_path):
-    """make task-eval evaluates each run as soon as it is trained, then merges the folders (eval.merge)."""
-    from eval import merge
+    """make task-eval evaluates each run as soon as it is trained, then merges the folders (render.merge)."""
+    from render import merge
     names = ("rope", "learned", "rope-yarn")
     common = ["--multiples", "1,2", "--scaling", "none,yarn", "--samples", "2", "--device", "cpu"]
     eval_tasks.main([str(task_runs / n) for n in names] + common + ["--out", str(tmp_path / "joint")])
@@ -314,9 +315,9 @@ def test_make_evaluates_each_run_once_trained_then_merges():
                 f"--out runs/tasks/eval/seed7/{run} --resume") in lines
         assert lines.index(f"run.name={run} ") < lines.index(f"--out runs/tasks/eval/seed7/{run} ")
     folders = " ".join(f"runs/tasks/eval/seed7/{run}" for run in runs)
-    assert f"-m eval.merge reports/tasks {folders} --out reports/tasks" in lines
+    assert f"-m render.merge reports/tasks {folders} --out reports/tasks" in lines
     heads = "-m eval.heads runs/tasks/seed7/rope runs/tasks/seed7/alibi runs/tasks/seed7/nope --out reports/tasks/heads --resume"
-    assert heads in lines and lines.index("-m eval.merge") < lines.index(heads)  # the trained encodings' probe
+    assert heads in lines and lines.index("-m render.merge") < lines.index(heads)  # the trained encodings' probe
     assert "seed7/t5" not in lines
 
 
@@ -339,9 +340,9 @@ def test_make_evaluates_each_context_method_seed_by_seed_then_merges_each_method
     for method in ("self-extend", "dca"):
         for seed in (6, 9):
             assert f"--context-method {method} --out runs/tasks/context/{method}/seed{seed}" in lines
-        assert (f"-m eval.merge runs/tasks/context/{method}/seed6 runs/tasks/context/{method}/seed9 "
+        assert (f"-m render.merge runs/tasks/context/{method}/seed6 runs/tasks/context/{method}/seed9 "
                 f"--out reports/tasks/context/{method};") in lines
-    assert lines.index("--out runs/tasks/context/dca/seed9") < lines.index("-m eval.merge")
+    assert lines.index("--out runs/tasks/context/dca/seed9") < lines.index("-m render.merge")
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
@@ -354,15 +355,15 @@ def test_make_study_context_trains_what_is_missing_and_always_measures_the_plain
         command = (f"-m eval.extrapolation {runs} --lengths 128,256,512,1024,2048 --scaling none "
                    f"--context-method {method} --out runs/study/context/{method}/seed2")
         assert command in lines
-        assert f"-m eval.merge runs/study/context/{method}/seed2 --out reports/extrapolation/context/{method};" in lines
+        assert f"-m render.merge runs/study/context/{method}/seed2 --out reports/extrapolation/context/{method};" in lines
         assert lines.index("run.name=t5 ") < lines.index(command)
-    assert lines.endswith("-m eval.plots reports/extrapolation/context/*/results.json --out reports/extrapolation/context")
+    assert lines.endswith("-m render.plots reports/extrapolation/context/*/results.json --out reports/extrapolation/context")
 
 
 def test_pooled_accuracy_weights_the_bands_by_their_answers():
     rows = [{"run": "r", "seed": 1, "task": "t", "scaling": "none", "factor_rule": None, "length": 64,
              "multiple": 2, "accuracy": a, "answers": n} for a, n in ((1.0, 10), (0.0, 30))]
-    assert eval_tasks.pooled(rows) == {("r", 1, "t", "none", 64): 0.25}
+    assert task_report.pooled(rows) == {("r", 1, "t", "none", 64): 0.25}
 
 
 def test_a_run_counts_as_having_learned_a_task_at_the_length_it_was_trained_at():
@@ -373,7 +374,7 @@ def test_a_run_counts_as_having_learned_a_task_at_the_length_it_was_trained_at()
     rows = [row("base", None, 64, 0.95), row("base", None, 256, 0.1),
             row("tuned", "fine-tuned", 64, 0.5), row("tuned", "fine-tuned", 256, 0.92),
             row("flop", "fine-tuned", 64, 1.0), row("flop", "fine-tuned", 256, 0.8)]
-    assert eval_tasks.learned(rows) == {("base", 1, "t"): True, ("tuned", 1, "t"): True, ("flop", 1, "t"): False}
+    assert task_report.learned(rows) == {("base", 1, "t"): True, ("tuned", 1, "t"): True, ("flop", 1, "t"): False}
 
 
 def test_eval_tasks_refuses_a_text_run(tmp_path, capsys, tiny_args):
@@ -425,13 +426,13 @@ def test_resume_measures_only_what_the_report_lacks(task_runs, tmp_path, capsys)
 
 
 def test_a_cell_gives_the_mean_the_spread_and_every_seed():
-    assert eval_tasks.cell([1.0, 0.5]) == "75 ± 35 (100/50)"
-    assert eval_tasks.cell([0.25]) == "25"
-    assert eval_tasks.cell([0.25, None]) == "n/a"
+    assert task_report.cell([1.0, 0.5]) == "75 ± 35 (100/50)"
+    assert task_report.cell([0.25]) == "25"
+    assert task_report.cell([0.25, None]) == "n/a"
 
 
 def test_interval_is_wilsons_over_sequences():
-    from eval.tasks import interval
+    from render.tasks import interval
     lo, hi = interval(0.5, 100)  # the Wilson score interval's textbook value
     assert (round(lo, 3), round(hi, 3)) == (0.404, 0.596)
     assert interval(1.0, 24)[1] == 1.0 and round(interval(1.0, 24)[0], 3) == 0.862
@@ -439,7 +440,7 @@ def test_interval_is_wilsons_over_sequences():
 
 
 def test_the_tables_say_how_wide_an_interval_is_by_how_many_sequences_a_cell_holds():
-    from eval.tasks import interval_note
+    from render.tasks import interval_note
     row = {"run": "rope", "seed": 1, "task": "copy", "scaling": "none", "factor_rule": None, "samples": 24}
     rows = [{**row, "length": 128, "multiple": 1.0}] + [{**row, "length": 256, "multiple": 2.0}] * 2
     note = interval_note(rows)

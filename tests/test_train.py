@@ -20,8 +20,8 @@ import generate
 import train
 from checkpoint import load_model, load_state, load_weights, read_metrics
 from config import UserError
-from eval.summary import main as summary_main
-from eval.summary import budget, budget_step, markdown, summarize
+from render.summary import main as summary_main
+from render.summary import budget, budget_step, markdown, summarize
 from generate import generate_tokens
 from model.positions import ENCODINGS
 

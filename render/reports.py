@@ -1,13 +1,13 @@
 """Every report table rendered again from the committed results beside it, so that no table drifts from its data.
 
-    python -m eval.reports [FOLDER] [--check]      # make reports; FOLDER defaults to reports
+    python -m render.reports [FOLDER] [--check]      # make reports; FOLDER defaults to reports
 
 Under FOLDER, each table file that sits beside its rows is rendered by the evaluator that wrote it: results.md from
 results.json (eval.extrapolation) or results.json.gz (eval.tasks), probes.md from probes.json, passkey.md from
-passkey.json, heads.md from heads.json; a folder with eval.pretrained's report.json gets its report.md again; and
+passkey.json, heads.md from heads.json; a folder with render.model_report's report.json gets its report.md again; and
 the tables inside a report's README sit between <!-- rendered: NAME --> and <!-- /rendered --> lines, filled by
 BLOCKS below.
-Plain `python -m eval.reports` rewrites the files whose text differs; --check writes nothing, names each such file
+Plain `python -m render.reports` rewrites the files whose text differs; --check writes nothing, names each such file
 and exits 1 (the test suite runs it). The plots are not rendered again: their pixels depend on matplotlib's version.
 
 Left out: reports/bench (its older bench.json files lack fields the current table describes, so a rendering today
@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Callable
 
 from config import ArgumentParser, UserError, run_cli
-from eval import heads, passkey, pretrained, probe, results, tasks
-from eval.extrapolation import previous_rows
+from render import extrapolation, heads, model_report, passkey, probe, tasks
+from render.rows import curves, previous_rows, spread
 
 # (rows file, a field its every row has, table file, the evaluator's markdown of the rows)
 TABLES: list[tuple[str, str, str, Callable[[list[dict]], str]]] = [
-    ("results.json", "ppl", "results.md", results.markdown),
+    ("results.json", "ppl", "results.md", extrapolation.markdown),
     (tasks.RESULTS, "accuracy", "results.md", tasks.markdown),
     ("probes.json", "probe", "probes.md", probe.markdown),
     (passkey.RESULTS, "depth", "passkey.md", passkey.markdown),
@@ -47,8 +47,8 @@ def rendered(folder: Path) -> dict[Path, str]:
             table = rows_path.parent / table_name
             if table.exists() and not set(LEFT_OUT) & set(table.relative_to(folder).parts[:-1]):
                 out[table] = markdown(previous_rows(rows_path, markdown.__module__, field))
-    for settings in sorted(folder.rglob(pretrained.SETTINGS)):
-        out[settings.parent / "report.md"] = pretrained.render(settings.parent, **json.loads(settings.read_text()))
+    for settings in sorted(folder.rglob(model_report.SETTINGS)):
+        out[settings.parent / "report.md"] = model_report.render(settings.parent, **json.loads(settings.read_text()))
     for page, blocks in BLOCKS.items():
         if (folder / page).exists():
             out[folder / page] = with_blocks(folder / page, blocks, folder)
@@ -63,7 +63,7 @@ def ppl_block(folder: Path, shown: list[tuple[str, str, str, str]], digits: int)
     rows = previous_rows(folder / "results.json", "eval.extrapolation", "ppl")
     lengths = sorted({r["length"] for r in rows})
     L = min(r["train_length"] for r in rows)
-    cells = results.curves(rows)
+    cells = curves(rows)
     lines = ["| run | scaling | " + " | ".join(f"{n} ({n // L}x)" for n in lengths) + " |",
              "|---|---|" + "---:|" * len(lengths)]
     for run, label, name, scaling in shown:
@@ -74,7 +74,7 @@ def ppl_block(folder: Path, shown: list[tuple[str, str, str, str]], digits: int)
             if not ppl or None in ppl:
                 values.append("n/a")
                 continue
-            mean, sd = results.spread(ppl)
+            mean, sd = spread(ppl)
             values.append(f"{mean:.{digits}f} ± {sd:.{digits}f}")
         lines.append(f"| {name} | {scaling} | " + " | ".join(values) + " |")
     return "\n".join(lines)
@@ -112,7 +112,7 @@ def with_blocks(page: Path, blocks: dict[str, Callable[[Path], str]], reports: P
     text = page.read_text()
     found = [m.group(2) for m in BLOCK.finditer(text)]
     if sorted(found) != sorted(blocks):
-        raise UserError(f"{page}: rendered blocks {found}, expected {sorted(blocks)} (eval/reports.py BLOCKS)")
+        raise UserError(f"{page}: rendered blocks {found}, expected {sorted(blocks)} (render/reports.py BLOCKS)")
     return BLOCK.sub(lambda m: m.group(1) + blocks[m.group(2)](reports) + m.group(3), text)
 
 

@@ -2,7 +2,7 @@
 runs trained from scratch the validation loss at every evaluation step (mean over seeds, and the gap
 to the RoPE run of the same seed), so one sees when the encodings part ways.
 
-    python -m eval.summary runs/study/seed1/learned runs/study/seed1/rope [--out FILE.md]
+    python -m render.summary runs/study/seed1/learned runs/study/seed1/rope [--out FILE.md]
 
 With --out, the curves are also drawn beside the table (FILE.png). With --budget F, a section gives each run's
 lowest validation loss and the first evaluation step within the fraction F of it; the last line printed,
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from checkpoint import read_metrics, read_run_config
 from config import ArgumentParser, UserError, run_cli
-from eval.plots import plot_training
+from render.plots import plot_training
 
 REFERENCE = "rope"  # the run the by-step table measures gaps against
 

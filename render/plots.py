@@ -1,6 +1,6 @@
 """Plots of length-extrapolation results, from eval.extrapolation's rows or its results.json:
 
-    python -m eval.plots reports/extrapolation/results.json [--out DIR]
+    python -m render.plots reports/extrapolation/results.json [--out DIR]
 
 ppl_vs_length.png     perplexity vs evaluation length (log-log), one line per (run, scaling): the mean
                       over seeds, with a band from the lowest to the highest seed; left the encodings
@@ -8,10 +8,10 @@ ppl_vs_length.png     perplexity vs evaluation length (log-log), one line per (r
 loss_vs_position.png  at the longest length, each run's loss by position bucket minus NoPE's on the
                       same windows (same seed), so degradation at tail positions is visible rather
                       than averaged away, and text difficulty cancels (drawn where there is a NoPE run)
-training.png          (plot_training, drawn by eval.summary beside training.md) validation loss
+training.png          (plot_training, drawn by render.summary beside training.md) validation loss
                       against training step, the mean over seeds with the same band
 
-    python -m eval.plots reports/extrapolation/context/*/results.json --out reports/extrapolation/context
+    python -m render.plots reports/extrapolation/context/*/results.json --out reports/extrapolation/context
 
 With several results.json (make study-context's, one per context method), it draws methods_vs_length.png
 instead: a panel per run, a line per method, `none` (no method, the same checkpoints) dashed black.
@@ -29,7 +29,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
 from config import ArgumentParser, UserError, run_cli  # noqa: E402
-from eval.results import curves, relative_to_nope  # noqa: E402
+from render.rows import curves, relative_to_nope  # noqa: E402
 
 
 def style(i: int) -> dict:
@@ -180,7 +180,7 @@ def plot_loss_vs_position(rows: list[dict], path: Path, deltas: dict) -> None:
 
 
 def plot_training(by_step: dict[str, dict[int, dict]], path: Path) -> None:
-    """Validation loss against step (eval.summary.by_step): the mean over seeds, a band from the
+    """Validation loss against step (render.summary.by_step): the mean over seeds, a band from the
     lowest to the highest seed."""
     fig, ax = plt.subplots(figsize=(8, 5))
     for i, (run, cells) in enumerate(by_step.items()):

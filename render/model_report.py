@@ -3,7 +3,7 @@ one folder: perplexity by length with each RoPE scaling and context method and a
 heat map by length and depth, for every cell how many windows or trials it holds and the seconds it took, and for
 every fine-tune (its training log and config in extend/) its windows, steps, tokens and minutes.
 
-    python -m eval.pretrained reports/smollm2 --model "SmolLM2-135M-Instruct ..." --data ../shared/corpora/gutenberg
+    python -m render.model_report reports/smollm2 --model "SmolLM2-135M-Instruct ..." --data ../shared/corpora/gutenberg
 
 Writes report.md, passkey.png and report.json (its settings, for `make reports`) beside results.json and
 passkey.json.
@@ -19,9 +19,9 @@ from pathlib import Path
 import yaml
 
 from config import ArgumentParser, UserError, run_cli
-from eval.extrapolation import previous_rows
-from eval import passkey as passkey_report
-from eval.results import format_ppl
+from render import passkey as passkey_report
+from render.extrapolation import format_ppl
+from render.rows import previous_rows
 
 DESCRIPTION = """\
 - Perplexity: the exp of the mean next-token loss over non-overlapping windows of the length (eval.extrapolation),
@@ -124,7 +124,7 @@ SETTINGS = "report.json"  # what render takes beside the rows, so that `make rep
 
 def write(folder: Path, model: str, data: str) -> Path:
     """report.md (and passkey.png) from the rows in folder; report.json keeps the model, the text and this machine's
-    cores for a later rendering (eval.reports)."""
+    cores for a later rendering (render.reports)."""
     settings = {"model": model, "data": data, "cores": os.cpu_count()}
     text = render(folder, **settings)
     (folder / SETTINGS).write_text(json.dumps(settings, indent=1) + "\n")

@@ -1,11 +1,11 @@
 """Where a training step's time goes: a short training loop under torch.profiler, as markdown.
 
-    python -m eval.profile --config configs/gpt2-124m.yaml --out reports/bench/gpu   # on a GPU (make gpu-profile)
-    python -m eval.profile --config configs/tiny.yaml                                # on the CPU, into runs/profile
+    python -m speed.profile --config configs/gpt2-124m.yaml --out reports/bench/gpu   # on a GPU (make gpu-profile)
+    python -m speed.profile --config configs/tiny.yaml                                # on the CPU, into runs/profile
 
-The step is eval.bench's (random tokens, bf16 autocast on CUDA, compiled where run.compile is on, clipping
+The step is speed.bench's (random tokens, bf16 autocast on CUDA, compiled where run.compile is on, clipping
 and AdamW). Written to --out as profile.md and profile.json:
-- the step's tokens/s and MFU (eval.bench's peak table), timed without the profiler;
+- the step's tokens/s and MFU (speed.bench's peak table), timed without the profiler;
 - the share of the profiled span in matrix products, attention, elementwise and other kernels, and idle
   gaps: on CUDA the kernels' time on the device, from the first kernel to the last, idle where no kernel
   runs; on the CPU the own (self) time of the operators and of inductor's generated kernels, idle the time
@@ -31,7 +31,7 @@ from torch.autograd import DeviceType
 
 from config import ArgumentParser, Config, UserError, run_cli
 from device import autocast, compiled, keep_freed_host_memory, pick_device
-from eval.bench import (bench_config, device_name, make_step, mode_note, random_batch, sync, time_steps,
+from speed.bench import (bench_config, device_name, make_step, mode_note, random_batch, sync, time_steps,
                         training_row)
 from model.gpt import GPT, make_optimizer
 
@@ -192,17 +192,17 @@ def markdown(r: dict, config: str, top: int = 15) -> str:
     lines = ["# Where a training step's time goes", "",
              f"Device: **{r['device']}**, config `{config}`, torch {r['torch']}, compile={r['compile']}{mode_note(r)}, "
              f"{r['precision']}, {r['position']}, {r['params'] / 1e6:.2f}M parameters, batch {r['batch_size']} x "
-             f"{r['seq_len']} tokens (`python -m eval.profile`).", "",
+             f"{r['seq_len']} tokens (`python -m speed.profile`).", "",
              "## The step", "", "| tokens/s | step | MFU |", "|---:|---:|---:|",
              f"| {r['tokens_per_s']:,.0f} | {r['step_ms']:.1f} ms | {pct(r['mfu'])} |", "",
-             f"Timed over {r['steps']} steps without the profiler; MFU as eval.bench (PaLM appendix B, against the "
+             f"Timed over {r['steps']} steps without the profiler; MFU as speed.bench (PaLM appendix B, against the "
              "device's bf16 dense peak; n/a where the peak table has no entry).", "",
              "## Where the time goes", "",
              f"{clock} time of {r['steps']} profiled steps, as shares of the span ({r['span_ms']:.1f} ms) "
              + ("from the first kernel to the last; idle is where no kernel runs (launch gaps, host syncs)."
                 if clock == "CUDA" else "from the first operator to the last: each operator's own (self) time, "
                 "and idle the time outside any operator (Python, dispatch, the framework).")
-             + " Kernels are sorted into categories by name (`eval.profile.CATEGORIES`)."
+             + " Kernels are sorted into categories by name (`speed.profile.CATEGORIES`)."
              + (" The last column profiles the same steps again after the evaluations below." if after else ""), ""]
     columns = [r["shares"]] + ([after] if after else [])
     evaluations = len(r["evaluations"]) - 1

@@ -1,6 +1,6 @@
 """Throughput benchmark: training tokens/s and MFU, and evaluation speed and memory at long lengths.
 
-    python -m eval.bench --config configs/tiny.yaml [--positions rope,alibi] [--out DIR] [key=value ...]
+    python -m speed.bench --config configs/tiny.yaml [--positions rope,alibi] [--out DIR] [key=value ...]
 
 For each encoding: training tokens/s on random tokens (compute only, no data loading), model FLOPs
 utilisation (PaLM, arXiv 2204.02311, appendix B) against the device's bf16 dense peak, parameter
@@ -23,8 +23,8 @@ import torch
 
 from config import ArgumentParser, Config, ContextConfig, UserError, load_config, run_cli
 from device import autocast, compiled, keep_freed_host_memory, pick_device
-from eval.memory import PeakMemory
-from eval.peers import make_peer
+from device import PeakMemory
+from speed.peers import make_peer
 from generate import compile_step, for_decoding
 from model.attention import KVCache
 from model.context import pairing_problem
@@ -119,7 +119,7 @@ def bench_training(cfg: Config, device, steps: int, warmup: int, flex: bool = Tr
 
 
 def bench_peer(cfg: Config, device, steps: int, warmup: int, rounds: int, peer_name: str) -> dict:
-    """Our model (cfg's encoding) and a peer of the same shape (eval/peers.py) trained in turns on the same
+    """Our model (cfg's encoding) and a peer of the same shape (speed/peers.py) trained in turns on the same
     batches: `rounds` rounds of `steps` timed steps each, the first model alternating, after `warmup`
     steps of each. A round's ratio is our model FLOP/s over the peer's; the median round is reported."""
     x, y = random_batch(cfg, device)
@@ -267,7 +267,7 @@ def bench_peer_decoding(cfg: Config, device, multiples, new_tokens: int = 64, wa
     tokens are timed from a streamer that synchronises the device at each one."""
     import transformers
 
-    from eval.peers import exported_llama
+    from speed.peers import exported_llama
     torch.manual_seed(cfg.run.seed)
     ours = GPT(cfg.model).to(device).eval()
     # on a GPU in bf16 weights, as transformers' users run it (autocast would write bf16 keys into its float32

@@ -1,4 +1,4 @@
-"""Models eval.bench trains beside ours, at our config's shape, to put our speed in context.
+"""Models speed.bench trains beside ours, at our config's shape, to put our speed in context.
 
   - `gpt2`: a plain GPT-2 (Radford et al. 2019) written here: learned positions, pre-norm LayerNorm,
     multi-head attention through SDPA, a 4x GELU MLP, biases, tied embeddings;
@@ -84,7 +84,7 @@ def peer_flops(cfg: ModelConfig, model: nn.Module, position_table: int) -> float
 
 def gpt2_peer(cfg: ModelConfig) -> Peer:
     model = GPT2(cfg)
-    return Peer("GPT-2 reference (this repo, eval/peers.py)", model, lambda m, x, y: cross_entropy(m(x), y),
+    return Peer("GPT-2 reference (this repo, speed/peers.py)", model, lambda m, x, y: cross_entropy(m(x), y),
                 peer_flops(cfg, model, model.positions.weight.numel()))
 
 

@@ -1,7 +1,7 @@
 """Pictures for learners: how RoPE turns a vector, what PI / NTK / YaRN do to its frequencies, what
 ALiBi adds to the attention scores, and why a model without positions cannot tell order.
 
-    python -m eval.visualize --out reports/visualize
+    python visualize.py --out reports/visualize
 
 Everything is computed with the repo's own functions (model/rope.py, model/positions.py, model/gpt.py),
 so the pictures show what the models actually do. It takes a few seconds on a CPU.

@@ -1,35 +1,18 @@
-"""Rows of eval.extrapolation -> the numbers a person reads: one curve per (run, scaling), its mean
-and spread over seeds, and the loss by position relative to NoPE on the same windows."""
+"""The perplexity report (eval/extrapolation.py measures, this renders): results.json, results.md (mean and spread
+over seeds by length, one line per run and scaling) and the plots."""
 from __future__ import annotations
 
+import json
 import statistics
-from collections import defaultdict
+from pathlib import Path
+
+from checkpoint import atomic_write_text
+from render.rows import curves, relative_to_nope, spread
 
 
-def curve_label(r: dict) -> str:
-    """The scaling column: the method and how its factor was chosen."""
-    rule = r.get("factor_rule")
-    if rule == "length/L":
-        return f"{r['scaling']} (s = length/L)"
-    if rule == "fixed":
-        return f"{r['scaling']} (s = {r['factor']:g})"
-    if rule == "T/L":
-        return f"{r['scaling']} (s = T/L, cached)"
-    return r["scaling"]
-
-
-def curves(rows: list[dict]) -> dict[tuple, dict[int, list[dict]]]:
-    """{(run, position, label, L): {length: [row per seed]}} in first-seen order."""
-    out: dict[tuple, dict[int, list[dict]]] = {}
-    for r in rows:
-        key = (r["run"], r["position"], curve_label(r), r["train_length"])
-        out.setdefault(key, defaultdict(list))[r["length"]].append(r)
-    return out
-
-
-def spread(values: list[float]) -> tuple[float, float | None]:
-    """(mean, sample standard deviation or None for one value)."""
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
+def row_key(r: dict) -> tuple:
+    """What identifies a row: a measurement (eval.harness.measurement_key of its plan)."""
+    return r["run"], r["seed"], r["scaling"], r["factor_rule"], r["factor"], r["length"]
 
 
 def format_ppl(ppl: float | None) -> str:
@@ -44,22 +27,6 @@ def format_cell(rows: list[dict]) -> str:
         return "n/a"
     mean, std = spread(values)
     return format_ppl(mean) + (f" ± {std:.2f}" if std is not None and mean < 1e4 else "")
-
-
-def relative_to_nope(rows: list[dict]) -> dict[tuple, dict[int, list[list[float]]]]:
-    """{curve key: {length: [per seed: bucket loss minus NoPE's, same seed, same windows]}}."""
-    nope = {(r["seed"], r["length"]): r["loss_by_position"] for r in rows
-            if r["position"] == "nope" and r["loss_by_position"]}
-    out: dict[tuple, dict[int, list[list[float]]]] = {}
-    for key, cells in curves(rows).items():
-        for length, rs in cells.items():
-            for r in rs:
-                base = nope.get((r["seed"], length))
-                if r["loss_by_position"] and base and len(base) == len(r["loss_by_position"]):
-                    deltas = [a["loss"] - b["loss"] for a, b in zip(r["loss_by_position"], base)
-                              if a["loss"] is not None and b["loss"] is not None]
-                    out.setdefault(key, {}).setdefault(length, []).append(deltas)
-    return out
 
 
 def markdown(rows: list[dict]) -> str:
@@ -120,3 +87,14 @@ def markdown(rows: list[dict]) -> str:
     if notes:
         lines += ["", "Not applicable:", ""] + [f"- {n}" for n in notes]
     return "\n".join(lines) + "\n"
+
+
+def write_report(rows: list[dict], out: Path, plots: bool = True) -> list[Path]:
+    """results.json, results.md and (plots) the plots in out; returns the paths written."""
+    atomic_write_text(out / "results.json", json.dumps(rows, indent=2, allow_nan=False) + "\n")
+    atomic_write_text(out / "results.md", markdown(rows))
+    paths = [out / "results.json", out / "results.md"]
+    if plots:
+        from render.plots import plot_results
+        paths += plot_results(rows, out)
+    return paths

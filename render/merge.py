@@ -1,8 +1,8 @@
 """Merge reports measured apart (one folder per seed, each from its own GPU session; one per run of the task
 track, each evaluated as soon as it is trained) into one report.
 
-    python -m eval.merge reports/extrapolation-gpu/seed* --out reports/extrapolation-gpu
-    python -m eval.merge reports/tasks runs/tasks/eval/seed7/* --out reports/tasks
+    python -m render.merge reports/extrapolation-gpu/seed* --out reports/extrapolation-gpu
+    python -m render.merge reports/tasks runs/tasks/eval/seed7/* --out reports/tasks
 
 Each folder may hold eval.extrapolation's results.json, eval.probe's probes.json, or eval.tasks'
 results.json.gz and training.json. The rows are concatenated (a measurement found twice: the later folder's
@@ -17,16 +17,8 @@ from pathlib import Path
 
 from checkpoint import hold
 from config import ArgumentParser, UserError, run_cli
-from eval import probe, tasks
-from eval.extrapolation import measurement_key, previous_rows, write_report
-
-
-def probe_key(r: dict) -> tuple:
-    return r["run"], r["seed"], r["scaling"], r["probe"], r.get("distance"), r.get("length"), r.get("depth")
-
-
-def task_key(r: dict) -> tuple:
-    return *tasks.measurement_key(r), r["distance"]  # a measurement has a row per distance band
+from render import extrapolation, probe, tasks
+from render.rows import previous_rows
 
 
 def training_key(r: dict) -> tuple:
@@ -54,10 +46,10 @@ def main(argv=None):
             raise UserError(f"{missing[0]} is not a folder")
         if args.out.exists() and not args.out.is_dir():
             raise UserError(f"--out {args.out} is a file, not a folder")
-        held.enter_context(hold(args.out, "eval.merge"))  # one evaluation writes a folder at a time
-        rows = (merged(args.folders, "results.json", "eval.extrapolation", "ppl", measurement_key),
-                merged(args.folders, "probes.json", "eval.probe", "probe", probe_key),
-                merged(args.folders, tasks.RESULTS, "eval.tasks", "accuracy", task_key),
+        held.enter_context(hold(args.out, "render.merge"))  # one evaluation writes a folder at a time
+        rows = (merged(args.folders, "results.json", "eval.extrapolation", "ppl", extrapolation.row_key),
+                merged(args.folders, "probes.json", "eval.probe", "probe", probe.row_key),
+                merged(args.folders, tasks.RESULTS, "eval.tasks", "accuracy", tasks.row_key),
                 merged(args.folders, "training.json", "eval.tasks training", "accuracy", training_key))
         if not any(rows[:3]):
             raise UserError(f"no results.json, probes.json or {tasks.RESULTS} in these folders")
@@ -65,7 +57,7 @@ def main(argv=None):
     with held:
         results, probes, task_rows, training = run_cli(read)
         if results:
-            write_report(results, args.out)
+            extrapolation.write_report(results, args.out)
         if probes:
             probe.write_report(probes, args.out)
         if task_rows:

@@ -1,0 +1,339 @@
+"""What every evaluator shares: the run directories as it sees them (`Run`), the measurements planned for each
+(`plan`: which RoPE scalings and context methods apply to which run), one model in memory at a time, decoding
+through the KV cache, the options they all take, and the command skeleton (`evaluate`) that holds --out, keeps
+finished rows on an error or Ctrl-C and exits with one line."""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from checkpoint import (
+    FROM_RUN,
+    FromRun,
+    check_checkpoint,
+    hold,
+    load_model,
+    load_tokenizer,
+    model_config,
+    parse_model_section,
+    pretrained_tokenizer,
+    read_run_config,
+    scalings_taken,
+)
+from config import (
+    ArgumentParser,
+    ContextConfig,
+    DataConfig,
+    RunFailed,
+    ScalingConfig,
+    UserError,
+    from_dict,
+    is_task_source,
+)
+from data import prepare_shards
+from device import autocast, keep_freed_host_memory
+from model.attention import KVCache
+from model.context import CONTEXT_METHODS, describe, pairing_problem
+from model.rope import SCALINGS, is_dynamic
+
+
+def evaluator_parser(doc: str, runs_help: str, out: str, resume_help: str) -> ArgumentParser:
+    """The options every evaluator takes: the runs, --device, --out and --resume; each adds its own."""
+    parser = ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", type=Path, help=runs_help)
+    parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
+    parser.add_argument("--out", type=Path, default=Path(out))
+    parser.add_argument("--resume", action="store_true", help=resume_help)
+    return parser
+
+
+def evaluate(out: Path, tool: str, work: Callable[[list, Callable[[], None]], None],
+             report: Callable[[list], None]) -> list[dict]:
+    """The skeleton of an evaluator's command. work(rows, lock) checks its options, calls lock() before it reads
+    earlier rows (one evaluation writes an --out folder at a time: checkpoint.hold), and appends each finished row,
+    writing the rows as it goes; report(rows) then writes the whole report, tables and plots. An error or Ctrl-C
+    writes the report of the finished rows and exits with one line (keep_finished)."""
+    keep_freed_host_memory()  # process-wide: CPU steps reuse freed memory (device.py)
+    rows: list[dict] = []
+    with contextlib.ExitStack() as held:
+        def lock():
+            if out.exists() and not out.is_dir():
+                raise UserError(f"--out {out} is a file, not a folder")
+            held.enter_context(hold(out, tool))
+        keep_finished(lambda: work(rows, lock), rows, out, lambda: report(rows))
+        report(rows)
+    return rows
+
+
+DECODE_CHUNK = 16
+
+
+DECODE_CHUNK_HELP = (f"tokens per forward pass when a dynamic scaling decodes past L; each keeps the frequencies "
+                     f"of its own length, as in one-token steps, so this sets speed only (default {DECODE_CHUNK})")
+
+
+TOKENS_PER_FORWARD = 16384  # default batch = this // length (at least 1): bounds logits and attention memory
+
+
+CONTEXT_HELP = (f"a training-free context method for every measurement: {', '.join(CONTEXT_METHODS)}, or a YAML "
+                f"mapping such as '{{type: dca, chunk_size: 64}}'; --scaling then defaults to none")
+
+
+@dataclass
+class Run:
+    path: Path
+    name: str
+    seed: int
+    position: str  # encoding type
+    train_length: int  # L: the training length, or the base run's for a fine-tuned run
+    scaling: ScalingConfig | None  # the run's own RoPE scaling (a context-extension fine-tune), else None
+    continued: bool  # trained from another run's weights (train.init_from)
+    data: DataConfig  # the text it is evaluated on
+    retokenize: bool = False  # encode `data` with the model's own tokenizer (not the data's cached shards)
+    scalings: tuple[str, ...] = tuple(SCALINGS)  # the RoPE scaling methods it can be loaded with
+    base_length: int | None = None  # continued without a scaling (a control): its base run's L, where that run is here
+
+
+@dataclass
+class Measurement:
+    run: Run
+    label: str  # scaling column: a method name, or e.g. "yarn (fine-tuned)"
+    scaling: ScalingConfig | FromRun | None  # what load_model gets (FROM_RUN: the run's own)
+    factor: float | None
+    factor_rule: str | None  # "length/L", "fixed", "T/L" (dynamic), "fine-tuned"; None for no scaling
+    length: int
+    decode_from: int | None = None  # prefill this many tokens, decode the rest through the KV cache
+    context: ContextConfig | None = None  # a context method (model/context.py), part of the label
+
+
+def read_run(path: Path, name: str, tasks: bool = False, data: str | None = None) -> Run:
+    """Everything needed to plan a run's measurements; fails now rather than after the other runs. A run
+    trained on text when `tasks` (eval.tasks), or on tasks when not, is a UserError naming the right command.
+    `data`: a data.source to evaluate on instead of the run's own, encoded with the model's tokenizer; a
+    model trained elsewhere (hf:PATH: its config has no data section) reads it, or the default corpus."""
+    check_checkpoint(path)  # a UserError when there is no checkpoint
+    config = read_run_config(path)
+    model = parse_model_section(path, config)
+    try:
+        own = from_dict(DataConfig, config.get("data") or {}, "data")
+    except UserError as e:
+        raise UserError(f"{path}/config.yaml: {e}") from None
+    trained_on = own.source if "data" in config else None  # None: text this repo did not tokenize
+    if tasks and trained_on is None:
+        raise UserError(f"{path} was trained elsewhere, on text: the task track's sequences are ids of data/tasks.py's "
+                        f"own vocabulary, which its tokenizer cannot express; evaluate it with python -m "
+                        f"eval.extrapolation or eval.probe")
+    if trained_on is not None and is_task_source(trained_on) != tasks:
+        raise UserError(f"{path} was trained on {trained_on}, " + (
+            "not tasks: evaluate it with python -m eval.extrapolation or eval.probe" if tasks
+            else "not text: evaluate it with python -m eval.tasks"))
+    # text this repo did not tokenize, other text, or a model with a pretrained tokenizer (a converted run and its
+    # fine-tunes): encoded with the model's own tokenizer
+    retokenize = data is not None or trained_on is None or pretrained_tokenizer(path) is not None
+    if data is not None:
+        own = DataConfig(source=data)
+    scaling = model.position.scaling
+    L = model.max_seq_len
+    if scaling:
+        L = scaling.original_max_position_embeddings or L
+    run, train = config.get("run") or {}, config.get("train") or {}
+    base_length = None
+    if train.get("init_from") and not scaling:
+        try:
+            base_length = model_config(Path(train["init_from"])).max_seq_len
+        except UserError:
+            pass  # the base run is gone
+    return Run(path, name, int(run.get("seed", 0)), model.position.type, int(L), scaling,
+               bool(train.get("init_from")), own, retokenize, scalings_taken(path), base_length)
+
+
+def text_shards(run: Run, progress: bool = True) -> Path:
+    """The token shards a run reads: its data's own (tokenizer trained with them), or its data encoded with
+    the model's own tokenizer (`retokenize`)."""
+    return prepare_shards(run.data, progress, tokenizer=load_tokenizer(run.path) if run.retokenize else None)
+
+
+def check_taken(runs: list[Run], methods: list[str]) -> None:
+    """A UserError for a scaling asked for by name that a model cannot be loaded with."""
+    for run in runs:
+        for method in methods:
+            if method not in run.scalings:
+                raise UserError(f"{run.path} cannot take RoPE scaling {method!r} (transformers has no rope type "
+                                f"for it); it takes {', '.join(run.scalings)}")
+
+
+def plan(run: Run, methods: list[str], lengths: list[int], fixed_factors: list[float],
+         context: ContextConfig | None = None) -> list[Measurement]:
+    """The (scaling, factor, length) measurements of one run, in table order (of `methods`, those it takes),
+    each with the context method (a UserError where the method does not apply to the run or the scaling)."""
+    measurements = plan_scalings(run, [m for m in methods if m in run.scalings], lengths, fixed_factors)
+    return measurements if context is None else [with_context(m, context) for m in measurements]
+
+
+def with_context(m: Measurement, context: ContextConfig) -> Measurement:
+    problem = pairing_problem(context, m.run.position, m.run.scaling if m.scaling is FROM_RUN else m.scaling)
+    if problem:
+        raise UserError(f"--context-method: {m.run.path}: {problem}")
+    label = describe(context) if m.label == "none" else f"{m.label} + {describe(context)}"
+    return dataclasses.replace(m, label=label, context=context)
+
+
+def context_settings(model, context: ContextConfig | None) -> dict | None:
+    """The context method a model was loaded with, every setting included (defaults too), for a row."""
+    if context is None:
+        return None
+    return {"type": context.type, **model.context_method.settings}
+
+
+def plan_scalings(run: Run, methods: list[str], lengths: list[int], fixed_factors: list[float]) -> list[Measurement]:
+    if run.position != "rope" or (run.continued and not run.scaling):
+        return [Measurement(run, "none" if not run.continued else "none (fine-tuned)", None, None, None, n)
+                for n in lengths]
+    L = run.train_length
+    if run.scaling:
+        kind = run.scaling.type
+        dynamic = is_dynamic(run.scaling)
+        return [Measurement(run, f"{kind} (fine-tuned)", FROM_RUN,
+                            max(1.0, n / L) if kind == "dynamic-yarn" else run.scaling.factor, "fine-tuned", n,
+                            decode_from=L if dynamic and n > L else None)
+                for n in lengths]
+    out = []
+    for method in methods:
+        if method == "none":
+            out += [Measurement(run, method, None, None, None, n) for n in lengths]
+        elif SCALINGS[method].dynamic:
+            # Factor 1 for dynamic NTK: b' = b * (T/L)^(d/(d-2)), s following the current length T.
+            scaling = ScalingConfig(method, 1.0, L)
+            out += [Measurement(run, method, scaling, None, "T/L", n, decode_from=L if n > L else None)
+                    for n in lengths]
+        else:
+            for n in lengths:
+                s = max(1.0, n / L)
+                # s = 1 is plain RoPE: loading it as such makes the rows identical, not merely close.
+                scaling = None if s == 1.0 else ScalingConfig(method, s, L)
+                out.append(Measurement(run, method, scaling, s, "length/L", n))
+            for s in fixed_factors:
+                scaling = ScalingConfig(method, s, L)
+                out += [Measurement(run, method, scaling, s, "fixed", n) for n in lengths]
+    return out
+
+
+@torch.inference_mode()
+def logits_in_parts(model, x: torch.Tensor, decode_from: int | None, chunk: int):
+    """Yield (a, b, logits of x[:, a:b]) over inputs x (B, n): one forward pass, or, with `decode_from`,
+    a prefill of that many tokens and then decoding through the KV cache `chunk` tokens at a time, as
+    generation runs one at a time (a dynamic scaling gives each token the frequencies of its own length)."""
+    cache = None if decode_from is None else KVCache(model.cfg.n_layers)
+    edges = [0, x.shape[1]] if decode_from is None else [0, *range(decode_from, x.shape[1], chunk), x.shape[1]]
+    for a, b in zip(edges, edges[1:]):
+        with autocast(x.device):
+            logits, _ = model(x[:, a:b], cache=cache)  # (B, b - a, V)
+        yield a, b, logits
+
+
+class Models:
+    """One model in memory at a time, loaded again only when the run or the scaling changes."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.key, self.model = device, None, None
+
+    def get(self, path: Path, scaling: ScalingConfig | FromRun | None, context: ContextConfig | None = None):
+        key = (str(path), repr(scaling), repr(context))
+        if key != self.key:
+            self.model = None  # free the previous model before building the next
+            self.model = load_model(path, scaling=scaling, device=self.device, context=context)
+            self.key = key
+        return self.model
+
+
+def keep_finished(work: Callable[[], None], rows: list, out: Path, write: Callable[[], None]) -> None:
+    """Run a measuring command's work, which appends to `rows`. A user error, a failed run or Ctrl-C
+    writes the finished rows (write()) and exits with one line: 2 for a bad path or option (nothing
+    measured yet), 1 once measuring began (a checkpoint that breaks then is a failed run), 130 on Ctrl-C."""
+    try:
+        work()
+    except (KeyboardInterrupt, UserError, RunFailed) as e:
+        kept = f" ({len(rows)} finished measurements are in {out})" if rows else ""
+        if rows:
+            write()
+        print(f"error: {str(e).splitlines()[0] if str(e) else 'interrupted'}{kept}", file=sys.stderr)
+        failed = isinstance(e, RunFailed) or bool(rows)
+        sys.exit(130 if isinstance(e, KeyboardInterrupt) else 1 if failed else 2)
+
+
+DATA_HELP = ("text to evaluate on, a data.source (shakespeare, a folder, file or glob ...), encoded with each model's "
+             "own tokenizer (default: a run's own data; the default corpus for hf:PATH)")
+
+
+def check_data_option(data: str | None) -> None:
+    if data is not None and (not data or is_task_source(data)):
+        raise UserError(f"--data takes a text source (shakespeare, a folder, file or glob ...), got {data!r}")
+
+
+def parse_lengths(text: str) -> list[int]:
+    try:
+        lengths = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise UserError(f"--lengths must be comma-separated integers, got {text!r}") from None
+    if not lengths or lengths[0] < 1:
+        raise UserError(f"--lengths must be positive integers, got {text!r}")
+    return lengths
+
+
+def scalings_option(text: str | None, context: ContextConfig | None, default: str = ",".join(SCALINGS)) -> str:
+    """--scaling as given, else the command's default (every method: plan keeps those a model takes), or none
+    under a context method."""
+    return text if text is not None else "none" if context is not None else default
+
+
+def parse_scalings(text: str) -> list[str]:
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    unknown = [x for x in names if x not in SCALINGS]
+    if unknown or not names:
+        raise UserError(f"--scaling takes method names; unknown: {', '.join(map(repr, unknown)) if unknown else repr(text)}; "
+                        f"choose from {', '.join(SCALINGS)}")
+    return list(dict.fromkeys(names))
+
+
+def parse_multiples(text: str, option: str = "--multiples") -> list[float]:
+    try:
+        values = sorted({float(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise UserError(f"{option} must be comma-separated numbers, got {text!r}") from None
+    if not values or values[0] <= 0 or not math.isfinite(values[-1]):
+        raise UserError(f"{option} must be positive numbers, got {text!r}")
+    return values
+
+
+def parse_factors(text: str) -> list[float]:
+    try:
+        factors = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"--fixed-factors must be comma-separated numbers, got {text!r}") from None
+    if any(not math.isfinite(s) or s <= 1 for s in factors):
+        raise UserError(f"--fixed-factors must be numbers above 1, got {text!r}")
+    return list(dict.fromkeys(factors))
+
+
+def read_runs(paths: list[Path], tasks: bool = False, data: str | None = None) -> list[Run]:
+    """The runs, named by their directory, or by the path as given where two runs of one seed share a name."""
+    runs = [read_run(p, p.name, tasks, data) for p in paths]
+    keys = [(r.name, r.seed) for r in runs]
+    for r, key in zip(runs, keys):
+        if keys.count(key) > 1:
+            r.name = str(r.path)
+    return runs
+
+
+def measurement_key(m: Measurement) -> tuple:
+    """What identifies a planned measurement: its row's render.extrapolation.row_key."""
+    factor = None if m.factor is None else round(m.factor, 6)
+    return m.run.name, m.run.seed, m.label, m.factor_rule, factor, m.length

@@ -1,0 +1,54 @@
+# The long-range task track (reports/tasks): its runs, evaluation, anchors and context methods.
+# Included by the Makefile (its settings: PY, RUN_PY, RESUME ...); `make help` lists the targets.
+
+# The long-range task track: encodings and RoPE's 4x fine-tunes trained on data/tasks.py's tasks
+# (configs/tasks.yaml, L = 128), evaluated by eval.tasks at 1x-16x L with RoPE's scalings. A run of the recipe
+# costs about 30 CPU-core minutes (12,000 steps, one thread, two at a time), so the track trains the encodings its
+# questions need, RoPE, ALiBi and NoPE, and RoPE's 4x fine-tunes; TASK_ENCODINGS="rope alibi nope t5" adds T5, and
+# TASK_ENCODINGS=t5 TASK_RUNS=t5 RESUME=1 adds it alone to seeds already in the report.
+TASK_ENCODINGS ?= rope alibi nope
+TASK_RUNS ?= $(TASK_ENCODINGS) $(EXTENSIONS)
+extrapolation-tasks:  ## the task track: train its runs and evaluate them (reports/tasks)
+	$(MAKE) task-eval STUDY=runs/tasks STUDY_CONFIG=configs/tasks.yaml EXTEND_CONFIG=configs/extend-4x-tasks.yaml \
+		STUDY_REPORT=reports/tasks RUNS="$(TASK_RUNS)"
+
+# Each static scaling at s = length / L and dynamic NTK; dynamic-yarn and llama3 stay in the text study.
+# Each run is evaluated as soon as it is trained (task-eval/SEED/NAME, into $(STUDY)/eval/seedSEED/NAME), on
+# the core the training leaves free; then the folders are merged into the report (RESUME=1: into its rows), and
+# eval.heads reads where each encoding's heads look (reports/tasks/heads).
+TASK_SCALINGS ?= none,linear,ntk,dynamic,yarn
+task-eval: $(RUN_TARGETS:run/%=task-eval/%)  ## evaluate the track's runs, merge them into the report, read where the heads look
+	$(PY) -m render.merge $(if $(RESUME),$(wildcard $(STUDY_REPORT))) \
+		$(foreach s,$(SEED_NUMBERS),$(addprefix $(STUDY)/eval/seed$(s)/,$(RUNS))) --out $(STUDY_REPORT)
+	$(PY) -m eval.heads $(foreach s,$(SEED_NUMBERS),$(addprefix $(STUDY)/seed$(s)/,$(TASK_ENCODINGS))) \
+		--out $(STUDY_REPORT)/heads $(EVAL_RESUME)
+
+task-eval/%: run/%  ## task-eval/SEED/NAME: evaluate one run of the track
+	$(RUN_PY) -m eval.tasks $(STUDY)/seed$(run_seed)/$(run_name) --scaling $(TASK_SCALINGS) --fixed-factors '' \
+		--out $(STUDY)/eval/seed$(run_seed)/$(run_name) $(EVAL_RESUME)
+
+# What RoPE's retrieval leans on (reports/tasks/README.md, "A far-back anchor"): the track's runs with the keys
+# past a window hidden from every query (the sinks method with no sinks), and the fine-tunes with their first
+# tokens shown nearer; one folder of eval.tasks rows per setting in reports/tasks/anchor.
+ANCHOR = $(PY) -m eval.tasks $(EVAL_RESUME) --out reports/tasks/anchor
+task-anchor: install  ## what RoPE's retrieval leans on: keys hidden past a window, first tokens shown nearer
+	$(ANCHOR)/window64 $(foreach s,$(SEED_NUMBERS),runs/tasks/seed$(s)/rope runs/tasks/seed$(s)/alibi) --lengths 128 \
+		--context-method "{type: sinks, sinks: 0, window: 64}"
+	$(ANCHOR)/window448 $(foreach s,$(SEED_NUMBERS),$(addprefix runs/tasks/seed$(s)/,$(EXTENSIONS))) --lengths 512 \
+		--context-method "{type: sinks, sinks: 0, window: 448}"
+	$(ANCHOR)/sinks64 $(foreach s,$(SEED_NUMBERS),$(addprefix runs/tasks/seed$(s)/,$(EXTENSIONS))) --lengths 512 \
+		--context-method "{type: sinks, sinks: 64, window: 384}"
+
+# Training-free context methods on the track's runs (model/context.py, each at its defaults from the run's L):
+# RoPE and ALiBi of each seed at 1x-16x L without a scaling, a seed at a time
+# (task-context/METHOD/SEED, 3-4 core-minutes a run, log-n under 1: make -j2 task-context THREADS=1), merged into
+# reports/tasks/context/METHOD (RESUME=1: into its rows).
+task-context: $(foreach m,$(CONTEXT_METHODS),$(addprefix task-context/$(m)/,$(SEED_NUMBERS)))  ## the training-free context methods on the track's RoPE and ALiBi runs
+	$(foreach m,$(CONTEXT_METHODS),$(PY) -m render.merge $(if $(RESUME),$(wildcard reports/tasks/context/$(m))) \
+		$(addprefix runs/tasks/context/$(m)/seed,$(SEED_NUMBERS)) --out reports/tasks/context/$(m);)
+
+task-context/%: install  ## task-context/METHOD/SEED: one method on one seed
+	$(RUN_PY) -m eval.tasks runs/tasks/seed$(notdir $*)/rope runs/tasks/seed$(notdir $*)/alibi \
+		--context-method $(patsubst %/,%,$(dir $*)) --out runs/tasks/context/$(dir $*)seed$(notdir $*) $(EVAL_RESUME)
+
+.PHONY: extrapolation-tasks task-eval task-anchor task-context

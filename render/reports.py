@@ -49,23 +49,27 @@ def rendered(folder: Path) -> dict[Path, str]:
                 out[table] = markdown(previous_rows(rows_path, markdown.__module__, field))
     for settings in sorted(folder.rglob(model_report.SETTINGS)):
         out[settings.parent / "report.md"] = model_report.render(settings.parent, **json.loads(settings.read_text()))
-    for page, blocks in BLOCKS.items():
-        if (folder / page).exists():
-            out[folder / page] = with_blocks(folder / page, blocks, folder)
+    for page, blocks in BLOCKS.items():  # pages named from the checkout's root, the folder above the reports
+        if (folder.parent / page).exists():
+            out[folder.parent / page] = with_blocks(folder.parent / page, blocks, folder)
     return out
 
 
 # ----------------------------------------------------------------------------- tables inside a README
 
-def ppl_block(folder: Path, shown: list[tuple[str, str, str, str]], digits: int) -> str:
+def ppl_block(folder: Path, shown: list[tuple[str, str, str, str]], digits: int, multiples: bool = False,
+              per_seed: tuple[int, ...] = ()) -> str:
     """A perplexity table from folder/results.json: one line per (run, curve label as results.md names it) with the
-    run and scaling as the page names them, mean ± sample sd over seeds at each length (multiples of L)."""
+    run and scaling as the page names them, mean ± sample sd over seeds at each length (headed by tokens and
+    multiple of L, or with `multiples` by the multiple alone), then each seed's value at the multiples `per_seed`."""
     rows = previous_rows(folder / "results.json", "eval.extrapolation", "ppl")
     lengths = sorted({r["length"] for r in rows})
     L = min(r["train_length"] for r in rows)
     cells = curves(rows)
-    lines = ["| run | scaling | " + " | ".join(f"{n} ({n // L}x)" for n in lengths) + " |",
-             "|---|---|" + "---:|" * len(lengths)]
+    head = [f"{n // L}x" if multiples else f"{n} ({n // L}x)" for n in lengths]
+    head += [f"{'L' if k == 1 else f'{k}x'}, per seed" for k in per_seed]
+    lines = ["| run | scaling | " + " | ".join(head) + " |",
+             "|---|---|" + "---:|" * len(lengths) + "---|" * len(per_seed)]
     for run, label, name, scaling in shown:
         (curve,) = [c for (r, _, lab, _), c in cells.items() if (r, lab) == (run, label)]
         values = []
@@ -76,33 +80,58 @@ def ppl_block(folder: Path, shown: list[tuple[str, str, str, str]], digits: int)
                 continue
             mean, sd = spread(ppl)
             values.append(f"{mean:.{digits}f} ± {sd:.{digits}f}")
+        for k in per_seed:
+            by_seed = sorted(curve.get(k * L, []), key=lambda r: r["seed"])
+            values.append(" / ".join(f"{r['ppl']:.{digits}f}" for r in by_seed))
         lines.append(f"| {name} | {scaling} | " + " | ".join(values) + " |")
     return "\n".join(lines)
+
+
+TEXT_STUDY = [("learned", "none", "learned", "none"), ("sinusoidal", "none", "sinusoidal", "none"),
+              ("rope", "none", "rope", "none"), ("alibi", "none", "alibi", "none"), ("nope", "none", "nope", "none")]
+DYNAMIC_YARN = "dynamic-yarn (s = T/L, cached)"
+FINE_TUNES = [("rope-pi", "linear (fine-tuned)", "rope + PI, fine-tuned at 512", "linear x4"),
+              ("rope-yarn", "yarn (fine-tuned)", "rope + YaRN, fine-tuned at 512", "yarn x4"),
+              ("rope-continued", "none (fine-tuned)", "rope continued at 512 (control)", "none")]
 
 
 # {README: {block name: its rendering from the reports folder}}; in the page a block sits between
 # <!-- rendered: NAME --> and <!-- /rendered --> lines.
 BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
-    "extrapolation/README.md": {"ppl-seeds-1-3": lambda reports: ppl_block(reports / "extrapolation", [
-        ("learned", "none", "learned", "none"), ("sinusoidal", "none", "sinusoidal", "none"),
-        ("rope", "none", "rope", "none"), ("alibi", "none", "alibi", "none"), ("nope", "none", "nope", "none"),
-        ("rope", "linear (s = length/L)", "rope", "linear (PI), s = length/L"),
-        ("rope", "linear (s = 4)", "rope", "linear (PI), s = 4"),
-        ("rope", "ntk (s = length/L)", "rope", "ntk, s = length/L"), ("rope", "ntk (s = 4)", "rope", "ntk, s = 4"),
-        ("rope", "dynamic (s = T/L, cached)", "rope", "dynamic (NTK), through the cache"),
-        ("rope", "yarn (s = length/L)", "rope", "yarn, s = length/L"), ("rope", "yarn (s = 4)", "rope", "yarn, s = 4"),
-        ("rope", "dynamic-yarn (s = T/L, cached)", "rope", "dynamic-yarn, through the cache"),
-        ("rope-pi", "linear (fine-tuned)", "rope + PI, fine-tuned at 512", "linear x4"),
-        ("rope-yarn", "yarn (fine-tuned)", "rope + YaRN, fine-tuned at 512", "yarn x4"),
-        ("rope-continued", "none (fine-tuned)", "rope continued at 512 (control)", "none")], digits=1)},
-    "extrapolation-gpu/README.md": {"ppl-seeds-1-4": lambda reports: ppl_block(reports / "extrapolation-gpu", [
-        ("learned", "none", "learned", "none"), ("sinusoidal", "none", "sinusoidal", "none"),
-        ("rope", "none", "rope", "none"), ("rope", "yarn (s = length/L)", "rope", "yarn (s = length/L)"),
-        ("rope", "dynamic-yarn (s = T/L, cached)", "rope", "dynamic-yarn (s = T/L)"),
-        ("alibi", "none", "alibi", "none"), ("nope", "none", "nope", "none"),
-        ("rope-pi", "linear (fine-tuned)", "rope-pi", "linear (fine-tuned)"),
-        ("rope-yarn", "yarn (fine-tuned)", "rope-yarn", "yarn (fine-tuned)"),
-        ("rope-continued", "none (fine-tuned)", "rope-continued", "none (fine-tuned)")], digits=2)},
+    "README.md": {"ppl-headline": lambda reports: ppl_block(reports / "extrapolation", [
+        *TEXT_STUDY[1:], ("rope", "linear (s = length/L)", "rope", "linear (PI), s = length/L"),
+        ("rope", "yarn (s = length/L)", "rope", "yarn, s = length/L"),
+        ("rope", DYNAMIC_YARN, "rope", "dynamic-yarn, through the cache"), *FINE_TUNES[1:]], digits=1, multiples=True)},
+    "reports/extrapolation/README.md": {
+        "ppl-seeds-1-3": lambda reports: ppl_block(reports / "extrapolation", [
+            *TEXT_STUDY, ("rope", "linear (s = length/L)", "rope", "linear (PI), s = length/L"),
+            ("rope", "linear (s = 4)", "rope", "linear (PI), s = 4"),
+            ("rope", "ntk (s = length/L)", "rope", "ntk, s = length/L"), ("rope", "ntk (s = 4)", "rope", "ntk, s = 4"),
+            ("rope", "dynamic (s = T/L, cached)", "rope", "dynamic (NTK), through the cache"),
+            ("rope", "yarn (s = length/L)", "rope", "yarn, s = length/L"),
+            ("rope", "yarn (s = 4)", "rope", "yarn, s = 4"),
+            ("rope", DYNAMIC_YARN, "rope", "dynamic-yarn, through the cache"), *FINE_TUNES], digits=1),
+        "ppl-more-encodings": lambda reports: ppl_block(reports / "extrapolation", [
+            ("rope", "none", "rope (base 1e4)", "none"), *TEXT_STUDY[3:],
+            *[(run, "none", run, "none") for run in ("t5", "kerple", "fire")],
+            ("rope-half", "none", "rope, half of each head rotated", "none"),
+            ("rope-base1e5", "none", "rope, base 1e5", "none"), ("rope-base1e6", "none", "rope, base 1e6", "none"),
+            ("rope", DYNAMIC_YARN, "rope (base 1e4)", "dynamic-yarn, through the cache"),
+            ("rope-base1e5", DYNAMIC_YARN, "rope, base 1e5", "dynamic-yarn, through the cache"),
+            ("rope-base1e6", DYNAMIC_YARN, "rope, base 1e6", "dynamic-yarn, through the cache")],
+            digits=1, multiples=True, per_seed=(1, 16)),
+        "ppl-training-positions": lambda reports: ppl_block(reports / "extrapolation", [
+            ("rope", "none", "rope", "none"), ("rope", DYNAMIC_YARN, "rope", "dynamic-yarn, through the cache"),
+            ("rope-randomized", "none", "rope, randomized positions (< 2048)", "none"), ("alibi", "none", "alibi", "none"),
+            ("alibi-randomized", "none", "alibi, randomized positions (< 2048)", "none"),
+            ("rope-pose", "none", "rope, PoSE to 512", "none"),
+            ("rope-pose-continued", "none (fine-tuned)", "rope continued with PoSE to 512 (128-token windows)", "none"),
+            *FINE_TUNES], digits=1, multiples=True, per_seed=(1, 4, 16))},
+    "reports/tasks/README.md": {"recipe-search": lambda reports: tasks.recipe_search(reports / "tasks" / "recipe-search")},
+    "reports/extrapolation-gpu/README.md": {"ppl-seeds-1-4": lambda reports: ppl_block(reports / "extrapolation-gpu", [
+        *TEXT_STUDY[:3], ("rope", "yarn (s = length/L)", "rope", "yarn (s = length/L)"),
+        ("rope", DYNAMIC_YARN, "rope", "dynamic-yarn (s = T/L)"), *TEXT_STUDY[3:],
+        *[(run, label, run, label) for run, label, _, _ in FINE_TUNES]], digits=2)},
 }
 BLOCK = re.compile(r"(<!-- rendered: (\S+) -->\n).*?(\n<!-- /rendered -->)", re.S)
 

@@ -162,3 +162,20 @@ def write_report(rows: list[dict], training: list[dict], out: Path, plots: bool 
         from render.plots import plot_task_accuracy, plot_task_training
         plot_task_accuracy(curves(rows, "length"), curves(rows, "distance"), learned(rows), out)
         plot_task_training(training_curves(training), out / "training.png")
+
+
+RECIPE_TASKS = ("copy", "recall", "passkey", "recall1", "passkey1")
+
+
+def recipe_search(folder: Path) -> str:
+    """The recipe search's table (reports/tasks/README.md): each row's recipe, log and step from folder/rows.json,
+    and the validation accuracy (%) on each task its log (folder/LOG.jsonl) holds at that step."""
+    lines = ["| # | recipe (overrides of the former configs/tasks.yaml: 2 layers, 4 heads of 16, 2 KV heads) | log | step | "
+             + " | ".join(RECIPE_TASKS) + " |", "|---:|---|---|---:|" + "---:|" * len(RECIPE_TASKS)]
+    for entry in json.loads((folder / "rows.json").read_text()):
+        log = [json.loads(line) for line in (folder / f"{entry['log']}.jsonl").read_text().splitlines()]
+        (at,) = [r for r in log if r["step"] == entry["step"]]
+        cells = [f"{100 * at[f'val_acc_{task}']:.0f}" if f"val_acc_{task}" in at else "" for task in RECIPE_TASKS]
+        step = f"{entry['step']}" + (" (stopped)" if entry["stopped"] else "")
+        lines.append(f"| {entry['row']} | {entry['recipe']} | {entry['log']} | {step} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

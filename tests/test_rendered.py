@@ -12,6 +12,7 @@ REPORTS = Path(__file__).resolve().parents[1] / "reports"
 def test_every_committed_table_is_its_rows_rendered():
     tables = reports.rendered(REPORTS)
     assert len(tables) >= 30 and REPORTS / "smollm2" / "report.md" in tables  # every evaluator's tables are in it
+    assert REPORTS.parent / "README.md" in tables  # and the headline table of the front page
     assert [str(p.relative_to(REPORTS)) for p, text in tables.items() if p.read_text() != text] == []
 
 
@@ -35,10 +36,10 @@ def test_a_drifted_table_is_named_then_rendered_again(tmp_path, capsys):
 def test_a_readme_table_is_rendered_between_its_markers_and_a_lost_marker_is_named(tmp_path):
     from config import UserError
     page = REPORTS / "extrapolation-gpu" / "README.md"
-    block = reports.BLOCKS["extrapolation-gpu/README.md"]["ppl-seeds-1-4"](REPORTS)
+    block = reports.BLOCKS["reports/extrapolation-gpu/README.md"]["ppl-seeds-1-4"](REPORTS)
     assert f"<!-- rendered: ppl-seeds-1-4 -->\n{block}\n<!-- /rendered -->" in page.read_text()
     assert block.count("\n") == 11 and "| alibi | none | 51.65 ± 0.24 |" in block  # ALiBi's mean at L over seeds 1-4
     lost = tmp_path / "README.md"
     lost.write_text(page.read_text().replace("<!-- /rendered -->", ""))
     with pytest.raises(UserError, match="rendered blocks"):
-        reports.with_blocks(lost, reports.BLOCKS["extrapolation-gpu/README.md"], REPORTS)
+        reports.with_blocks(lost, reports.BLOCKS["reports/extrapolation-gpu/README.md"], REPORTS)

@@ -673,87 +673,6 @@ def test_randomized_positions_flatten_rope_cost_at_L():
     assert below_in_every_seed(seeds(ALIBI, X16), seeds(RANDOM_ALIBI, X16))
 
 
-# --- the tables -------------------------------------------------------------------------------------
-
-TABLE_CURVES = {  # (run, scaling) as the tables write them -> the curve of results.json
-    ("learned", "none"): LEARNED, ("sinusoidal", "none"): SINUSOIDAL, ("rope", "none"): ROPE,
-    ("rope (base 1e4)", "none"): ROPE, ("alibi", "none"): ALIBI, ("nope", "none"): NOPE,
-    ("rope", "linear (PI), s = length/L"): PI, ("rope", "linear (PI), s = 4"): FIXED["linear"],
-    ("rope", "ntk, s = length/L"): NTK, ("rope", "ntk, s = 4"): FIXED["ntk"],
-    ("rope", "dynamic (NTK), through the cache"): DYNAMIC,
-    ("rope", "yarn, s = length/L"): YARN, ("rope", "yarn, s = 4"): FIXED["yarn"],
-    ("rope", "dynamic-yarn, through the cache"): DYNAMIC_YARN,
-    ("rope + PI, fine-tuned at 512", "linear x4"): PI_TUNED, ("rope + YaRN, fine-tuned at 512", "yarn x4"): YARN_TUNED,
-    ("rope continued at 512 (control)", "none"): CONTROL,
-    ("t5", "none"): T5, ("kerple", "none"): KERPLE, ("fire", "none"): FIRE,
-    ("rope, half of each head rotated", "none"): HALF, ("rope, base 1e5", "none"): BASE_1E5,
-    ("rope, base 1e6", "none"): BASE_1E6,
-    ("rope, randomized positions (< 2048)", "none"): RANDOM_ROPE,
-    ("alibi, randomized positions (< 2048)", "none"): RANDOM_ALIBI,
-    ("rope, PoSE to 512", "none"): POSE,
-    ("rope continued with PoSE to 512 (128-token windows)", "none"): POSE_CONTINUED,
-}
-BASES_ROW = ("rope, base 1e4 / 1e5 / 1e6", "dynamic-yarn, through the cache")  # three runs in one row
-
-
-def column_length(header: str) -> tuple[int, bool] | None:
-    """'16x' or '2048 (16x)' -> (2048, False); '16x, per seed' or 'L, per seed' -> (length, True); else None."""
-    found = re.fullmatch(r"(?:\d+ \()?(\d+|L)x?\)?(, per seed)?", header)
-    if not found:
-        return None
-    multiple = 1 if found[1] == "L" else int(found[1])
-    return L * multiple, bool(found[2])
-
-
-def perplexity_tables(page: Path) -> list[tuple[str, dict[str, str]]]:
-    """(page: run | scaling, {column: cell}) for each row of the page's perplexity tables (columns: lengths)."""
-    rows, header = [], None
-    for line in page.read_text().splitlines():
-        if not line.startswith("|"):
-            header = None
-            continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if header is None:
-            header = cells
-        elif (header[:2] == ["run", "scaling"] and all(column_length(h) for h in header[2:])
-              and not set(line) <= set("|-: ")):
-            rows.append((f"{page.relative_to(ROOT)}: {cells[0]} | {cells[1]}", dict(zip(header, cells))))
-    return rows
-
-
-TABLE_ROWS = perplexity_tables(ROOT / "README.md") + perplexity_tables(REPORT / "README.md")
-
-
-def test_the_pages_have_their_tables():
-    """The headline table (9 rows), and the report's three tables (16, 10 and 10 rows) are all checked."""
-    assert sum(1 for name, _ in TABLE_ROWS if name.startswith("README.md")) == 9
-    assert sum(1 for name, _ in TABLE_ROWS if name.startswith("reports")) == 16 + 10 + 10
-
-
-@pytest.mark.parametrize("name, row", TABLE_ROWS, ids=[name for name, _ in TABLE_ROWS])
-def test_table_row(name, row):
-    """Every cell of the study's perplexity tables: mean ± sd over seeds, or each seed's value."""
-    key = (row["run"], row["scaling"])
-    if key == BASES_ROW:
-        bases = [on(run, DYNAMIC_YARN) for run in ("rope", "rope-base1e5", "rope-base1e6")]
-        assert row["16x"] == fmt([mean(c, X16) for c in bases])
-        per_seed = [f"{base}: {fmt(seeds(c, X16))}" for base, c in zip(("1e4", "1e5", "1e6"), bases)]
-        assert row["16x, per seed"] == "; ".join(per_seed)
-        return
-    c = TABLE_CURVES[key]
-    for header, cell in list(row.items())[2:]:
-        length, per_seed = column_length(header)
-        values = seeds(c, length)
-        if not cell:
-            continue
-        if cell == "n/a":
-            assert all(v is None for v in values), header
-        elif per_seed:
-            assert cell == fmt(values), header
-        else:
-            assert cell == f"{statistics.fmean(values):.1f} ± {statistics.stdev(values):.1f}", header
-
-
 # --- the task track: reports/tasks/README.md and the README's task section ---------------------------
 
 TASK_REPORT = ROOT / "reports" / "tasks"
@@ -770,15 +689,11 @@ def recipe_log(name: str) -> dict[int, dict[str, float]]:
 
 
 def recipe_table() -> dict[int, dict[str, str]]:
-    """The rows of the report's recipe-search table, by number: {#: {recipe, log, step, task: cell}}."""
-    text = (TASK_REPORT / "README.md").read_text()
-    section = text[text.index("### How the recipe was found"):text.index("What each step showed")]
-    out = {}
-    for line in section.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 9 and cells[0].isdigit():
-            out[int(cells[0])] = dict(zip(("recipe", "log", "step", *TASK_NAMES), cells[1:]))
-    return out
+    """The rows of the report's recipe-search table (rendered from recipe-search/rows.json and the logs), by number:
+    {#: {recipe, log, step}}, the step as the table writes it."""
+    rows = json.loads((TASK_REPORT / "recipe-search" / "rows.json").read_text())
+    return {r["row"]: {"recipe": r["recipe"], "log": r["log"], "step": f"{r['step']}" + " (stopped)" * r["stopped"]}
+            for r in rows}
 
 
 def final(row: int) -> dict[str, float]:
@@ -796,15 +711,6 @@ def never_learned(rows, tasks) -> bool:
     """Below 90% at every logged step of each row, for each task the row trained."""
     logs = [recipe_log(recipe_table()[r]["log"]) for r in rows]
     return all(accuracy.get(t, 0) < 0.9 for log in logs for accuracy in log.values() for t in tasks)
-
-
-def test_every_cell_of_the_recipe_search_is_its_log():
-    table = recipe_table()
-    assert sorted(table) == list(range(1, 75))
-    for number, entry in table.items():
-        logged = final(number)
-        for task in TASK_NAMES:
-            assert entry[task] == (f"{100 * logged[task]:.0f}" if task in logged else ""), (number, task)
 
 
 def test_row_14_holds_on_its_tuning_seed_and_not_on_seed_1():

@@ -82,15 +82,17 @@ class Task:
     holder: int  # offset in a fact of its first answer-holding token
     asks: tuple[int, int]  # the first and last token that ask for a fact's first holder, counted back from the end
     chance: float  # accuracy of a blind guess among the answers' alphabet (excluding the symbols already asked)
+    fact: str = ""  # what the fact is, in words (the reports' task table)
+    question: str = ""  # what the question asks
 
 
 TASKS: dict[str, Task] = {}
 
 
 def register(name: str, question_len: int, fact_len: int, n_facts: int, holder: int, asks: tuple[int, int],
-             chance: float):
+             chance: float, fact: str, question: str):
     def wrap(fn):
-        TASKS[name] = Task(fn, question_len, fact_len, n_facts, holder, asks, chance)
+        TASKS[name] = Task(fn, question_len, fact_len, n_facts, holder, asks, chance, fact, question)
         return fn
     return wrap
 
@@ -136,7 +138,8 @@ def ask_each_once(rng: np.random.Generator, n: int, n_facts: int) -> tuple[np.nd
 
 
 @register("copy", question_len=8, fact_len=8, n_facts=1, holder=1, asks=(8, 8),
-          chance=float(np.mean([1 / (16 - j) for j in range(1, 8)])))
+          chance=float(np.mean([1 / (16 - j) for j in range(1, 8)])), fact="a span of 8 distinct values",
+          question="the span again: its tokens after the first (induction)")
 def copy_task(rng, n, distances=None):
     span = rng.choice(VALUES, 8, replace=False)
     tokens = filler(rng, n)
@@ -147,7 +150,8 @@ def copy_task(rng, n, distances=None):
     return Sample(tokens, answers, p + np.arange(1, 8))
 
 
-@register("recall", question_len=16, fact_len=2, n_facts=8, holder=1, asks=(16, 2), chance=1 / 16)
+@register("recall", question_len=16, fact_len=2, n_facts=8, holder=1, asks=(16, 2), chance=1 / 16,
+          fact="8 key-value pairs, two tokens each", question="every key once, answered by its value (MQAR, Zoology)")
 def recall_task(rng, n, distances=None):
     keys = rng.choice(KEYS, 8, replace=False)
     values = rng.choice(VALUES, 8)
@@ -160,7 +164,8 @@ def recall_task(rng, n, distances=None):
 
 
 @register("passkey", question_len=6, fact_len=6, n_facts=1, holder=1, asks=(6, 6),
-          chance=float(np.mean([1 / (10 - j) for j in range(5)])))
+          chance=float(np.mean([1 / (10 - j) for j in range(5)])), fact="a KEY marker and 5 distinct digits",
+          question="KEY, answered by the digits (Mohtashami & Jaggi)")
 def passkey_task(rng, n, distances=None):
     digits = rng.choice(VALUES[:10], 5, replace=False)
     tokens = filler(rng, n)
@@ -170,7 +175,9 @@ def passkey_task(rng, n, distances=None):
     return Sample(tokens, np.arange(n - 5, n), p + np.arange(1, 6))
 
 
-@register("recall1", question_len=16, fact_len=1, n_facts=8, holder=0, asks=(16, 2), chance=1 / 4)
+@register("recall1", question_len=16, fact_len=1, n_facts=8, holder=0, asks=(16, 2), chance=1 / 4,
+          fact="8 pairs, each fused into one token",
+          question="every key once, by a question token of its own, answered by its value (single hop)")
 def single_hop_recall_task(rng, n, distances=None):
     keys = rng.choice(16, 8, replace=False)
     values = rng.choice(4, 8)
@@ -182,7 +189,8 @@ def single_hop_recall_task(rng, n, distances=None):
     return Sample(tokens, answers, starts[order])
 
 
-@register("passkey1", question_len=2, fact_len=1, n_facts=1, holder=0, asks=(2, 2), chance=1 / 16)
+@register("passkey1", question_len=2, fact_len=1, n_facts=1, holder=0, asks=(2, 2), chance=1 / 16,
+          fact="one fused passkey token", question="QUERY, answered by its value (single hop)")
 def single_hop_passkey_task(rng, n, distances=None):
     value = int(rng.integers(16))
     tokens = filler(rng, n)
@@ -291,3 +299,20 @@ class TaskData:
                 samples = [sample(task, seq_len + 1, VAL_SEED, j) for j in range(i, min(per_task, i + batch_size))]
                 out.append((task, *to_batch(samples)))
         return out
+
+
+def bag_solver(drawn) -> np.ndarray:
+    """The accuracy, by the order the answers are asked in, of a solver that knows the answers the facts hold
+    but not which question each belongs to: it answers with one of the answers not yet given, at random (the
+    exact expectation). It scores 1/(n - j) on the j-th of n distinct answers, 100% on a one-answer task; a
+    run near it has learned what the facts hold, not which key holds what."""
+    answers = np.stack([s.tokens[s.answers] for s in drawn])  # (samples, n)
+    n = answers.shape[1]
+    return np.mean([(answers[:, j:] == answers[:, j:j + 1]).sum(1) / (n - j) for j in range(n)], axis=1)
+
+
+def values_only_level(task: str, length: int, n: int = 256) -> float | None:
+    """bag_solver's mean accuracy on n validation sequences of `length` tokens: what reading which values a sequence's
+    facts hold, but not which question each answers, scores; None for a task of one answer (it would score 100%)."""
+    drawn = [sample(task, length + 1, VAL_SEED, i) for i in range(n)]
+    return None if len(drawn[0].answers) == 1 else float(np.mean(bag_solver(drawn)))

@@ -31,7 +31,7 @@ import torch
 
 from checkpoint import atomic_write_text, hold, load_model
 from config import ArgumentParser, UserError, run_cli
-from data.tasks import TASKS, VAL_SEED, sample, task_names
+from data.tasks import TASKS, VAL_SEED, bag_solver, sample, task_names
 from eval.harness import read_runs
 from model.attention import causal_mask
 from model.gpt import GPT
@@ -101,16 +101,6 @@ def look_at_facts(model: GPT, task: str, samples: int, length: int | None = None
     return {"accuracy": right.float().mean().item(), "answers": len(right), "share": share.tolist(),
             "by_order": by_order.tolist(), "bag_by_order": bag_solver(drawn).tolist(),
             **({"previous": torch.cat(previous).mean(0).tolist()} if induction else {})}
-
-
-def bag_solver(drawn) -> np.ndarray:
-    """The accuracy, by the order the answers are asked in, of a solver that knows the answers the facts hold
-    but not which question each belongs to: it answers with one of the answers not yet given, at random (the
-    exact expectation). It scores 1/(n - j) on the j-th of n distinct answers, 100% on a one-answer task; a
-    run near it has learned what the facts hold, not which key holds what."""
-    answers = np.stack([s.tokens[s.answers] for s in drawn])  # (samples, n)
-    n = answers.shape[1]
-    return np.mean([(answers[:, j:] == answers[:, j:j + 1]).sum(1) / (n - j) for j in range(n)], axis=1)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:

@@ -127,7 +127,8 @@ BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
             ("rope-pose", "none", "rope, PoSE to 512", "none"),
             ("rope-pose-continued", "none (fine-tuned)", "rope continued with PoSE to 512 (128-token windows)", "none"),
             *FINE_TUNES], digits=1, multiples=True, per_seed=(1, 4, 16))},
-    "reports/tasks/README.md": {"recipe-search": lambda reports: tasks.recipe_search(reports / "tasks" / "recipe-search")},
+    "reports/tasks/README.md": {"recipe-search": lambda reports: tasks.recipe_search(reports / "tasks" / "recipe-search"),
+                                "tasks": lambda reports: tasks.task_table(L=128)},
     "reports/extrapolation-gpu/README.md": {"ppl-seeds-1-4": lambda reports: ppl_block(reports / "extrapolation-gpu", [
         *TEXT_STUDY[:3], ("rope", "yarn (s = length/L)", "rope", "yarn (s = length/L)"),
         ("rope", DYNAMIC_YARN, "rope", "dynamic-yarn (s = T/L)"), *TEXT_STUDY[3:],

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from checkpoint import atomic_write, atomic_write_text
-from data.tasks import TASKS
+from data.tasks import TASKS, values_only_level
 from render.rows import curve_label, spread
 
 
@@ -106,6 +106,16 @@ def interval_note(rows: list[dict]) -> str:
             f"({', '.join(half(n) for n in band)}). Two values whose intervals overlap are not told apart here.")
 
 
+def values_only_note(rows: list[dict], tasks: list[str]) -> str:
+    """The level of a solver that reads which values a sequence's facts hold but not which question each answers,
+    beside chance: a run near it has learned the values, not the keys."""
+    L = min(r["train_length"] for r in rows)
+    levels = {t: values_only_level(t, L) for t in tasks}
+    shown = [f"{t} {100 * v:.1f}" for t, v in levels.items() if v is not None and v > TASKS[t].chance]
+    return ("A solver that knows which values a sequence's facts hold but not which question each answers "
+            f"(data.tasks.bag_solver, {L}-token validation sequences) scores more: {', '.join(shown)}.") if shown else ""
+
+
 def markdown(rows: list[dict]) -> str:
     ok = learned(rows)
     seeds = sorted({r["seed"] for r in rows})
@@ -114,7 +124,8 @@ def markdown(rows: list[dict]) -> str:
              f"Mean ± sample standard deviation over seeds ({', '.join(map(str, seeds))}), then each seed's value "
              "in that order; greedy prediction of "
              "every answer token, the question's own tokens given. Chance (a blind guess among the answers' "
-             "alphabet): " + ", ".join(f"{t} {100 * TASKS[t].chance:.1f}" for t in tasks) + ".", "",
+             "alphabet): " + ", ".join(f"{t} {100 * TASKS[t].chance:.1f}" for t in tasks) + ". " + values_only_note(rows, tasks),
+             "",
              f"- †: a seed of this run did not learn the task (below {LEARNED:.0%} at the length it was trained "
              "at: L, or 4x L for a fine-tune): its rows past that length say nothing about extrapolation.",
              "- By length: the facts in every distance band, (0, L] to (n/2, n], pooled. A distance counts from "
@@ -178,4 +189,16 @@ def recipe_search(folder: Path) -> str:
         cells = [f"{100 * at[f'val_acc_{task}']:.0f}" if f"val_acc_{task}" in at else "" for task in RECIPE_TASKS]
         step = f"{entry['step']}" + (" (stopped)" if entry["stopped"] else "")
         lines.append(f"| {entry['row']} | {entry['recipe']} | {entry['log']} | {step} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def task_table(L: int) -> str:
+    """The tasks as data/tasks.py registers them: the fact, the question, chance and the values-only solver's level
+    (values_only_level, at L) where a task has several answers."""
+    lines = ["| task | the fact, somewhere in the filler | the question at the end, answered | chance | values only |",
+             "|---|---|---|---:|---:|"]
+    for name, task in TASKS.items():
+        level = values_only_level(name, L)
+        lines.append(f"| `{name}` | {task.fact} | {task.question} | {100 * task.chance:.1f}% | "
+                     + (f"{100 * level:.1f}%" if level is not None else "") + " |")
     return "\n".join(lines)

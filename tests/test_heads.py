@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from config import ModelConfig, PositionConfig
-from data.tasks import VAL_SEED, VOCAB_SIZE, Sample, sample
-from eval.heads import attention_weights, bag_solver, look_at_facts, main
-from render.heads import markdown
+from data.tasks import TASKS, VAL_SEED, VOCAB_SIZE, Sample, bag_solver, sample, values_only_level
+from eval.heads import attention_weights, look_at_facts, main
 from model.gpt import GPT
 from model.positions import ENCODINGS
+from render.heads import markdown
 
 
 def tiny(position: str, L: int = 32) -> GPT:
@@ -148,3 +148,12 @@ def test_the_command_writes_its_tables_and_refuses_bad_input(tmp_path, capsys):
         main([str(run), "--tasks", "passkey1", "--out", str(tmp_path / "long"), "--resume"])
     assert exit.value.code == 2 and json.loads((tmp_path / "long" / "heads.json").read_text()) == kept
     assert "error:" in capsys.readouterr().err
+
+
+def test_the_values_only_level_beats_chance_on_every_task_of_several_answers():
+    """With n answers, all distinct, the bag solver scores the mean of 1/(n - j), j < n; repeated values only help."""
+    assert values_only_level("passkey1", 128) is None  # one answer: reading the values is reading the answer
+    for task in ("copy", "recall", "passkey", "recall1"):
+        n = len(sample(task, 129, VAL_SEED, 0).answers)
+        level = values_only_level(task, 128)
+        assert TASKS[task].chance < np.mean([1 / (n - j) for j in range(n)]) <= level < 1, task

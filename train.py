@@ -125,6 +125,13 @@ def base_run(cfg: Config) -> Path | None:
 FINE_TUNABLE = ("max_seq_len", "dropout", "init_std", "position.scaling")
 
 
+def drops_positions(stated: dict, base: ModelConfig) -> bool:
+    """A fine-tune that removes its base's positions (position.type: nope) where they carry no weights: DroPE's
+    recalibration (Gelberg et al., arXiv 2512.12167, section 3: train with RoPE, drop it, train briefly without)."""
+    weightless = not any(True for _ in build_position(base).parameters())
+    return (stated.get("position") or {}).get("type") == "nope" and base.position.type != "nope" and weightless
+
+
 def load_training_config(path: str, overrides: list[str]) -> Config:
     """YAML + overrides as a Config. A fine-tune (train.init_from) takes its base run's model section (an hf:
     checkpoint's, converted) for every key it leaves out, and its vocabulary; a key it states must agree with
@@ -140,7 +147,10 @@ def load_training_config(path: str, overrides: list[str]) -> Config:
     stated = data.get("model") or {}
     model = merged(base, stated)
     ours, theirs = (flatten(to_dict(from_dict(ModelConfig, m, "model"))) for m in (model, base))
+    dropped = drops_positions(stated, from_dict(ModelConfig, base, "model"))
     for key, value in flatten(stated).items():
+        if dropped and key == "position.type":
+            continue
         if key not in FINE_TUNABLE and ours.get(key) != theirs.get(key):
             raise UserError(f"model.{key}: {value!r} contradicts {cfg.train.init_from} ({theirs.get(key)!r}); a "
                             f"fine-tune keeps its base's model: leave it out (it may set {', '.join(FINE_TUNABLE)})")

@@ -78,7 +78,7 @@ from eval.harness import (
     Models,
     Run,
     check_data_option,
-    check_taken,
+    check_applicable,
     context_settings,
     evaluate,
     evaluator_parser,
@@ -281,8 +281,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             raise UserError(f"--max-tokens ({args.max_tokens}) must be at least the longest length ({lengths[-1]})")
         lock()
         runs = read_runs(args.runs, data=args.data)
-        if args.scaling is not None:
-            check_taken(runs, methods)
+        check_applicable(runs, methods, context, named=args.scaling is not None)
         measurements = [m for run in runs for m in plan(run, methods, lengths, fixed_factors, context)]
         if args.resume:
             rows.extend(resumable_rows(args.out / "results.json", args.split, args.stride, args.span))

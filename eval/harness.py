@@ -161,13 +161,16 @@ def text_shards(run: Run, progress: bool = True) -> Path:
     return prepare_shards(run.data, progress, tokenizer=load_tokenizer(run.path) if run.retokenize else None)
 
 
-def check_taken(runs: list[Run], methods: list[str]) -> None:
-    """A UserError for a scaling asked for by name that a model cannot be loaded with."""
+def check_applicable(runs: list[Run], methods: list[str], context: ContextConfig | None, named: bool = True) -> None:
+    """Refuse, before anything is measured, a scaling asked for by name (`named`) that a model cannot be loaded with,
+    and a context method that does not pair with a run's encoding or with one of the scalings: the one check of
+    every evaluator (plan checks the pairing; past L, where every static scaling is a model of its own)."""
     for run in runs:
-        for method in methods:
+        for method in methods if named else ():
             if method not in run.scalings:
                 raise UserError(f"{run.path} cannot take RoPE scaling {method!r} (transformers has no rope type "
                                 f"for it); it takes {', '.join(run.scalings)}")
+        plan(run, methods, [2 * run.train_length], [], context)
 
 
 def plan(run: Run, methods: list[str], lengths: list[int], fixed_factors: list[float],

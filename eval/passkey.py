@@ -36,9 +36,9 @@ from tqdm import tqdm
 from checkpoint import load_model, load_tokenizer
 from config import ContextConfig, UserError
 from device import autocast, pick_device
-from eval.harness import (CONTEXT_HELP, Run, check_taken, context_settings, evaluate, evaluator_parser, parse_lengths,
+from eval.harness import (CONTEXT_HELP, Run, check_applicable, context_settings, evaluate, evaluator_parser, parse_lengths,
                           parse_multiples, parse_scalings, read_runs, scalings_option)
-from eval.probe import check_variants, key_words, model_variants
+from eval.probe import key_words, model_variants
 from model.attention import KVCache
 from model.context import parse_checked
 from model.rope import SCALINGS
@@ -239,8 +239,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             raise UserError(f"--trials must be >= 1, got {args.trials}")
         lock()
         runs = read_runs(args.runs)
-        check_taken(runs, methods)
-        check_variants(runs, methods, context)
+        check_applicable(runs, methods, context)
         if args.resume:
             rows.extend(previous_rows(args.out / RESULTS, "eval.passkey", "depth"))
         previous = list(rows)

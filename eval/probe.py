@@ -42,7 +42,7 @@ from checkpoint import load_model, load_tokenizer
 from config import ContextConfig, ScalingConfig, UserError
 from data import TokenData, Tokenizer
 from device import autocast, pick_device
-from eval.harness import (CONTEXT_HELP, DATA_HELP, TOKENS_PER_FORWARD, Run, check_data_option, check_taken,
+from eval.harness import (CONTEXT_HELP, DATA_HELP, TOKENS_PER_FORWARD, Run, check_applicable, check_data_option,
                           context_settings, evaluate, evaluator_parser, parse_multiples, parse_scalings, plan,
                           read_runs, scalings_option, text_shards)
 from model.context import parse_checked
@@ -62,13 +62,6 @@ def model_variants(run: Run, methods: list[str], length: int, context: ContextCo
     eval.extrapolation."""
     static = [m for m in methods if m == "none" or not SCALINGS[m].dynamic]
     return [(m.label, m.scaling) for m in plan(run, static, [length], [], context)]
-
-
-def check_variants(runs: list[Run], methods: list[str], context: ContextConfig | None) -> None:
-    """Refuse, before anything is measured, a scaling or context method that does not apply to a run: checked
-    past L, where every static scaling is a model of its own."""
-    for run in runs:
-        model_variants(run, methods, 2 * run.train_length, context)
 
 
 class NoPasskey(ValueError):
@@ -282,8 +275,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 raise UserError(f"{option} must be >= 2, got {value}")
         lock()
         runs = read_runs(args.runs, data=args.data)
-        check_taken(runs, methods)
-        check_variants(runs, methods, context)
+        check_applicable(runs, methods, context)
         if args.resume:
             previous = previous_rows(args.out / "probes.json", "eval.probe", "probe")
             if any(r["probe"] == "passkey" and r["value"] is not None and "rank" not in r for r in previous):

@@ -45,6 +45,7 @@ from eval.harness import (
     Measurement,
     Models,
     Run,
+    check_applicable,
     context_settings,
     evaluate,
     evaluator_parser,
@@ -201,6 +202,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         training.extend(training_rows(runs))  # read before measuring: a broken metrics.jsonl stops it now
         for run in runs:  # a control continued without a scaling takes its base run's L, as the scaled fine-tunes
             run.train_length = run.base_length or run.train_length  # do: all three share lengths, bands, "learned"
+        check_applicable(runs, methods, context, named=args.scaling is not None)
         jobs = [(m, task) for run in runs
                 for m in plan(run, methods, lengths or [round(k * run.train_length) for k in multiples], fixed_factors,
                               context)

@@ -380,6 +380,23 @@ def test_a_fine_tune_starts_from_the_base_runs_exact_weights(tiny_args, ten_step
     assert (scratch["embed.weight"] - base["embed.weight"]).abs().max() > 1e-3
 
 
+def test_a_fine_tune_may_drop_weightless_positions_as_drope_does(tiny_args, ten_step_run, tmp_path, capsys):
+    """DroPE: the RoPE run's weights, every one, recalibrated without positions; a table of weights cannot be dropped."""
+    still = ["train.max_steps=1", "train.lr=1e-12", "train.min_lr=1e-12", "train.warmup_steps=0", "train.eval_every=1"]
+    train.main(tiny_args + ["run.name=dropped", f"train.init_from={ten_step_run}", "model.position.type=nope", *still])
+    dropped, base = load_model(tmp_path / "dropped"), load_model(ten_step_run)
+    assert dropped.cfg.position.type == "nope" and base.cfg.position.type == "rope"
+    x = torch.randint(0, 512, (1, 48))
+    assert (dropped(x)[0] - base(x)[0]).abs().max() > 1e-3  # the same weights, read without positions
+    nope = type(base)(dropped.cfg)
+    nope.load_state_dict(base.state_dict())
+    torch.testing.assert_close(nope.eval()(x)[0], dropped(x)[0], atol=1e-5, rtol=0)
+    train.main(tiny_args + ["run.name=learned", "train.max_steps=2", "model.position.type=learned"])
+    with pytest.raises(SystemExit) as failed:
+        train.main(tiny_args + ["run.name=refused", f"train.init_from={tmp_path / 'learned'}", "model.position.type=nope"])
+    assert failed.value.code == 2 and "model.position.type: 'nope' contradicts" in last_error(capsys)
+
+
 def test_resume_names_a_weight_the_checkpoint_lacks(tiny_args, ten_step_run, tmp_path, capsys):
     from safetensors.torch import save_file
     run_dir = copy_run(ten_step_run, tmp_path, "r")

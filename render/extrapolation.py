@@ -7,7 +7,7 @@ import statistics
 from pathlib import Path
 
 from checkpoint import atomic_write_text
-from render.rows import curves, relative_to_nope, spread
+from render.rows import curves, previous_rows, relative_to_nope, spread
 
 
 def row_key(r: dict) -> tuple:
@@ -98,3 +98,24 @@ def write_report(rows: list[dict], out: Path, plots: bool = True) -> list[Path]:
         from render.plots import plot_results
         paths += plot_results(rows, out)
     return paths
+
+
+def context_table(folder: Path, methods: list[str], runs: tuple[str, ...], multiple: int) -> str:
+    """Perplexity at `multiple` x L under each training-free context method (folder/METHOD/results.json, `none` the
+    same checkpoints without one): the mean over seeds, and in brackets the range over seeds of the ratio to `none`."""
+    cells = {}
+    for method in ("none", *methods):
+        for r in previous_rows(folder / method / "results.json", "eval.extrapolation", "ppl"):
+            if r["length"] == multiple * r["train_length"]:
+                cells[(method, r["run"], r["seed"])] = r["ppl"]
+    seeds = sorted({s for _, _, s in cells})
+    lines = ["| method | " + " | ".join({"rope": "RoPE", "alibi": "ALiBi", "t5": "T5"}.get(r, r) for r in runs) + " |",
+             "|---|" + "---:|" * len(runs)]
+    for method in ("none", *methods):
+        values = []
+        for run in runs:
+            mean = statistics.fmean(cells[(method, run, s)] for s in seeds)
+            ratios = [cells[(method, run, s)] / cells[("none", run, s)] for s in seeds]
+            values.append(f"{mean:.2f}" + ("" if method == "none" else f" ({min(ratios):.2f}-{max(ratios):.2f}x)"))
+        lines.append(f"| {method} | " + " | ".join(values) + " |")
+    return "\n".join(lines)

@@ -120,6 +120,9 @@ BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
             ("rope-base1e5", DYNAMIC_YARN, "rope, base 1e5", "dynamic-yarn, through the cache"),
             ("rope-base1e6", DYNAMIC_YARN, "rope, base 1e6", "dynamic-yarn, through the cache")],
             digits=1, multiples=True, per_seed=(1, 16)),
+        "context-16x": lambda reports: extrapolation.context_table(
+            reports / "extrapolation" / "context", ["self-extend", "rerope", "leaky-rerope", "dca", "sinks", "logn"],
+            ("rope", "alibi", "t5"), multiple=16),
         "ppl-training-positions": lambda reports: ppl_block(reports / "extrapolation", [
             ("rope", "none", "rope", "none"), ("rope", DYNAMIC_YARN, "rope", "dynamic-yarn, through the cache"),
             ("rope-randomized", "none", "rope, randomized positions (< 2048)", "none"), ("alibi", "none", "alibi", "none"),
@@ -127,8 +130,13 @@ BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
             ("rope-pose", "none", "rope, PoSE to 512", "none"),
             ("rope-pose-continued", "none (fine-tuned)", "rope continued with PoSE to 512 (128-token windows)", "none"),
             *FINE_TUNES], digits=1, multiples=True, per_seed=(1, 4, 16))},
-    "reports/tasks/README.md": {"recipe-search": lambda reports: tasks.recipe_search(reports / "tasks" / "recipe-search"),
-                                "tasks": lambda reports: tasks.task_table(L=128)},
+    "reports/tasks/README.md": {
+        "recipe-search": lambda reports: tasks.recipe_search(reports / "tasks" / "recipe-search"),
+        "tasks": lambda reports: tasks.task_table(L=128),
+        "at-L": lambda reports: tasks.at_L_table(
+            previous_rows(reports / "tasks" / tasks.RESULTS, "eval.tasks", "accuracy"),
+            {"rope": "none", "alibi": "none", "nope": "none", "t5": "none", "rope-pi": "linear (fine-tuned)",
+             "rope-yarn": "yarn (fine-tuned)", "rope-continued": "none (fine-tuned)"})},
     "reports/extrapolation-gpu/README.md": {"ppl-seeds-1-4": lambda reports: ppl_block(reports / "extrapolation-gpu", [
         *TEXT_STUDY[:3], ("rope", "yarn (s = length/L)", "rope", "yarn (s = length/L)"),
         ("rope", DYNAMIC_YARN, "rope", "dynamic-yarn (s = T/L)"), *TEXT_STUDY[3:],

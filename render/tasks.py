@@ -202,3 +202,20 @@ def task_table(L: int) -> str:
         lines.append(f"| `{name}` | {task.fact} | {task.question} | {100 * task.chance:.1f}% | "
                      + (f"{100 * level:.1f}%" if level is not None else "") + " |")
     return "\n".join(lines)
+
+
+def at_L_table(rows: list[dict], runs: dict[str, str]) -> str:
+    """Accuracy (%) at the length each run was trained at ({run: curve label}: unscaled, or a fine-tune's own
+    scaling at its 4x L), by seed; † below the 90% from which a run has learned a task."""
+    acc = pooled(rows)
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    trained = {(r["run"], r["seed"]): r["run_length"] for r in rows}
+    lines = ["| run | seed | " + " | ".join(tasks) + " |", "|---|---:|" + "---:|" * len(tasks)]
+    for seed in sorted({r["seed"] for r in rows}):
+        for run, label in runs.items():
+            if (run, seed) not in trained:
+                continue
+            values = [acc[(run, seed, task, label, trained[(run, seed)])] for task in tasks]
+            lines.append(f"| {run} | {seed} | "
+                         + " | ".join(f"{100 * v:.0f}" + (" †" if v < LEARNED else "") for v in values) + " |")
+    return "\n".join(lines)

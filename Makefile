@@ -32,6 +32,9 @@ demo: install  ## the tiny config on the CPU in minutes: train, evaluate extrapo
 test: install  ## every test (CPU; CUDA tests run where CUDA is)
 	REQUIRE_ORACLES=1 $(PY) -m pytest tests
 
+test-fast: install  ## the inner loop: every test not marked slow (under a minute)
+	$(PY) -m pytest tests -m "not slow" -q
+
 # Every report table rendered again from the committed rows beside it (render/reports.py); the tests check that
 # none differs.
 reports: install  ## render every report table again from its committed rows
@@ -54,6 +57,6 @@ RESUME ?=
 EVAL_RESUME := $(if $(RESUME),--resume)
 .SECONDEXPANSION:
 
-.PHONY: install demo test reports visualize clean help
+.PHONY: install demo test test-fast reports visualize clean help
 
 include make/study.mk make/tasks.mk make/smollm2.mk make/gpu.mk

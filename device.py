@@ -17,6 +17,9 @@ import torch
 from config import UserError
 
 
+DEVICE_HELP = "auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps"  # --device of every command
+
+
 def pick_device(name: str = "auto", key: str = "device") -> torch.device:
     """`auto`: cuda, then mps, then cpu; or cpu, cuda, cuda:N, mps when this machine has it.
     Anything else is a UserError naming `key` (the config key or option the name came from)."""

@@ -35,7 +35,7 @@ import torch
 from checkpoint import FROM_RUN, FromRun, load_model, load_tokenizer, model_config, read_run_config
 from config import ArgumentParser, ScalingConfig, UserError, is_task_source, parse_scaling, run_cli
 from data import Tokenizer
-from device import autocast, autocast_dtype, keep_freed_host_memory, pick_device
+from device import DEVICE_HELP, autocast, autocast_dtype, keep_freed_host_memory, pick_device
 from model.attention import KVCache
 from model.context import CONTEXT_METHODS, pairing_problem, parse_checked
 from model.gpt import GPT, round_matrices
@@ -189,7 +189,7 @@ def main(argv=None):
                         help="YAML mapping, e.g. '{type: yarn, factor: 4}', or 'none'; default: the run's own")
     parser.add_argument("--best", action="store_true",
                         help="the best-validation checkpoint instead of the latest")
-    parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
+    parser.add_argument("--device", default="auto", help=DEVICE_HELP)
     parser.add_argument("--compile", action="store_true",
                         help="decode with torch.compile through a static KV cache (CUDA graphs on CUDA)")
     parser.add_argument("--context-method", default="none",

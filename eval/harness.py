@@ -39,7 +39,7 @@ from config import (
     is_task_source,
 )
 from data import prepare_shards
-from device import autocast, keep_freed_host_memory
+from device import DEVICE_HELP, autocast, keep_freed_host_memory
 from model.attention import KVCache
 from model.context import CONTEXT_METHODS, describe, pairing_problem
 from model.rope import SCALINGS, is_dynamic
@@ -49,7 +49,7 @@ def evaluator_parser(doc: str, runs_help: str, out: str, resume_help: str) -> Ar
     """The options every evaluator takes: the runs, --device, --out and --resume; each adds its own."""
     parser = ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path, help=runs_help)
-    parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda ...")
+    parser.add_argument("--device", default="auto", help=DEVICE_HELP)
     parser.add_argument("--out", type=Path, default=Path(out))
     parser.add_argument("--resume", action="store_true", help=resume_help)
     return parser

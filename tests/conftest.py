@@ -11,6 +11,23 @@ sys.path.insert(0, str(ROOT))
 GUTENBERG = ROOT.parent / "shared" / "corpora" / "gutenberg"
 
 
+# Fixtures that train a model, prepare a corpus or build a checkpoint: a test that uses one is slow; so is every test of
+# the modules that train, decode through caches, compile or spawn processes (seconds a test; tests/test_model.py and
+# the like are the inner loop of whoever changes that code). `make test-fast` (pytest -m "not slow") runs the rest: the
+# configs, the layout, the RoPE scaling formulas and every report against its rows.
+SLOW_FIXTURES = {"tiny_args", "tiny_run", "ten_step_run", "runs", "report", "task_run", "task_runs", "corpus",
+                 "prepared", "pair", "pairs", "rope_export", "hf_export", "exported", "relabelled", "byte_level_tokenizer"}
+SLOW_MODULES = {"test_ddp.py", "test_bench.py", "test_profile.py", "test_locks.py", "test_bad_inputs.py", "test_cuda.py",
+                "test_model.py", "test_context.py", "test_hf.py", "test_convert.py", "test_passkey.py", "test_tasks.py",
+                "test_data.py", "test_train.py", "test_extrapolation.py", "test_export.py", "test_gpu_pieces.py"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if SLOW_FIXTURES & set(item.fixturenames) or item.path.name in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_sessionstart(session):
     # `make test` installs the dev extra: there the transformers oracles must run, never skip quietly.
     if os.environ.get("REQUIRE_ORACLES") == "1" and importlib.util.find_spec("transformers") is None:

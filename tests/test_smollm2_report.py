@@ -225,3 +225,18 @@ def test_training_free_ntk_is_level_with_yarn_on_the_same_tokens():
     assert max(abs(g) for g in gaps) < 0.015 and gaps[0] > 0 > gaps[1]  # "either way"
     assert all(row[(s, n)] < 1.17 * row[("none", L)] for s in ("ntk", "yarn") for n in (2 * L, 4 * L))
     assert row[("ntk", L)] == pytest.approx(row[("none", L)], rel=1e-6)  # s = 1 at L: plain RoPE
+
+
+def test_the_unscaled_control_learns_the_books_not_the_lengths():
+    control = {n: same("smollm2-continued", "none (fine-tuned)", n)["ppl"] for n in (L, 2 * L, 4 * L)}
+    yarn = {n: same("smollm2-yarn", "yarn (fine-tuned)", n)["ppl"] for n in (L, 2 * L, 4 * L)}
+    base = {n: same("SmolLM2-135M-Instruct-Q4_1", "none", n)["ppl"] for n in (L, 2 * L, 4 * L)}
+    says(PAGE, f"{control[L]:.2f} at 8,192, {control[2 * L]:.2f} at 16,384 and {control[4 * L]:.2f} at 32,768 on the same "
+               f"tokens. At 8,192, where no scaling acts, it is {100 * (1 - control[L] / base[L]):.0f}% below the base "
+               f"({base[L]:.2f}) and {100 * (yarn[L] / control[L] - 1):.0f}% below the YaRN fine-tune ({yarn[L]:.2f})",
+         f"({yarn[2 * L]:.2f} and {yarn[4 * L]:.2f}), though below the unscaled base ({base[2 * L]:.2f} and {base[4 * L]:.2f})")
+    assert control[L] < yarn[L] < base[L]  # the gain at L is the corpus, not the scaling
+    assert all(yarn[n] * 1.5 < control[n] < base[n] for n in (2 * L, 4 * L))
+    config = yaml.safe_load((REPORT / "extend" / "smollm2-continued.yaml").read_text())
+    assert config["model"]["position"]["scaling"] is None and config["train"]["max_steps"] == 150
+    assert config["train"]["positions"]["type"] == "pose"

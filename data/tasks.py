@@ -36,6 +36,7 @@ holds positions past L at distances seen in training (eval.tasks measures the tw
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -311,6 +312,7 @@ def bag_solver(drawn) -> np.ndarray:
     return np.mean([(answers[:, j:] == answers[:, j:j + 1]).sum(1) / (n - j) for j in range(n)], axis=1)
 
 
+@functools.cache  # a pure function of its arguments; results.md is rendered again after every measurement
 def values_only_level(task: str, length: int, n: int = 256) -> float | None:
     """bag_solver's mean accuracy on n validation sequences of `length` tokens: what reading which values a sequence's
     facts hold, but not which question each answers, scores; None for a task of one answer (it would score 100%)."""

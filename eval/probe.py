@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from checkpoint import load_model, load_tokenizer
+from checkpoint import FromRun, load_model, load_tokenizer
 from config import ContextConfig, ScalingConfig, UserError
 from data import TokenData, Tokenizer
 from device import autocast, pick_device
@@ -56,7 +56,7 @@ PASSKEY_DEPTHS = (0.1, 0.5, 0.9)
 
 
 def model_variants(run: Run, methods: list[str], length: int, context: ContextConfig | None = None
-                   ) -> list[tuple[str, ScalingConfig | str | None]]:
+                   ) -> list[tuple[str, ScalingConfig | FromRun | None]]:
     """(scaling label, what load_model gets) for a run probed at `length` tokens: eval.extrapolation's
     plan with s = length / L (and the context method, named in the label), its dynamic methods left to
     eval.extrapolation."""

@@ -29,11 +29,14 @@ demo: install  ## the tiny config on the CPU in minutes: train, evaluate extrapo
 	$(PY) generate.py runs/tiny --prompt "ROMEO:" --max-new-tokens 120 --seed 1
 
 # REQUIRE_ORACLES: the transformers oracle tests fail, not skip, when transformers is missing.
+# The tests run in one process a core (pytest-xdist; tests/conftest.py shares the cores' threads out among them);
+# TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= auto
 test: install  ## every test (CPU; CUDA tests run where CUDA is)
-	REQUIRE_ORACLES=1 $(PY) -m pytest tests
+	REQUIRE_ORACLES=1 $(PY) -m pytest tests -n $(TEST_WORKERS) --dist worksteal
 
 test-fast: install  ## the inner loop: every test not marked slow (under a minute)
-	$(PY) -m pytest tests -m "not slow" -q
+	$(PY) -m pytest tests -m "not slow" -q -n $(TEST_WORKERS) --dist worksteal
 
 # Every report table rendered again from the committed rows beside it (render/reports.py); the tests check that
 # none differs.

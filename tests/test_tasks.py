@@ -110,11 +110,14 @@ def local_solver(s, task: str, k: int, rng) -> float:
         window = s.tokens[max(0, a - k):a]
         asking = window[-1]
         earlier = np.flatnonzero(window[:-1] == asking)
-        fused = [t for t in window if (asking in ASKS and PAIRS <= t < PASSES and ASKS[(t - PAIRS) // 4] == asking)
-                 or (asking == QUERY and t >= PASSES)]
+        if asking in ASKS:  # recall1: a key-value pair fused in one token
+            pairs = window[(window >= PAIRS) & (window < PASSES)]
+            fused = pairs[ASKS[(pairs - PAIRS) // 4] == asking]
+        else:  # passkey1: the marker and the value in one token
+            fused = window[window >= PASSES] if asking == QUERY else window[:0]
         if len(earlier):
             guess = window[earlier[-1] + 1]
-        elif fused:
+        elif len(fused):
             guess = VALUES[(fused[-1] - PAIRS) % 4] if asking in ASKS else VALUES[fused[-1] - PASSES]
         else:
             unseen = np.setdiff1d(alphabet, window)

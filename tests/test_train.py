@@ -196,15 +196,14 @@ def test_generate_compile_prints_what_eager_decoding_prints(tiny_run, capsys, mo
 def test_generate_cli_is_reproducible_and_handles_long_prompts(tiny_run, tiny_args, tmp_path, capsys):
     run = str(tiny_run)
     a = cli("generate.py", run, "--prompt", "KING:", "--max-new-tokens", "40", "--seed", "3")
-    b = cli("generate.py", run, "--prompt", "KING:", "--max-new-tokens", "40", "--seed", "3")
     assert a.returncode == 0, a.stderr
-    assert a.stdout == b.stdout and a.stdout.startswith("KING:") and len(a.stdout) > 20  # across processes
+    assert a.stdout.startswith("KING:") and len(a.stdout) > 20
 
     def generated(*args):  # in-process: the same command line, without starting Python again
         capsys.readouterr()
         generate.main([*args])
         return capsys.readouterr()
-    assert generated(run, "--prompt", "KING:", "--max-new-tokens", "40", "--seed", "3").out == a.stdout
+    assert generated(run, "--prompt", "KING:", "--max-new-tokens", "40", "--seed", "3").out == a.stdout  # across processes
     assert generated(run, "--prompt", "KING:", "--max-new-tokens", "40", "--seed", "4").out != a.stdout
     # RoPE attends over the whole prompt and what follows, far past L = 64; with a sliding cache of
     # 32 tokens the same sampled continuation changes.
@@ -424,14 +423,15 @@ def test_init_from_a_shorter_learned_table_extends_it(tiny_args, tmp_path):
         checkpoint.load_weights_into(type(model)(load_model(tmp_path / "long").cfg), tmp_path / "base")
 
 
-def test_extending_a_finished_run_continues_its_schedule_and_its_wandb_run(tiny_args, tmp_path, monkeypatch):
+def test_extending_a_finished_run_continues_its_schedule_and_its_wandb_run(tiny_args, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     args = tiny_args + ["run.name=ext", "run.wandb=true", "train.log_every=1"]
     train.main(args)
     run_id = (tmp_path / "ext" / "wandb_id").read_text().strip()
-    printed = cli("train.py", *args, "train.max_steps=30", "--resume", "--print-config", timeout=60)
-    assert yaml.safe_load(printed.stdout)["train"]["decay_steps"] == 20  # the resumed run's, shown before training
+    capsys.readouterr()
+    train.main(args + ["train.max_steps=30", "--resume", "--print-config"])
+    assert yaml.safe_load(capsys.readouterr().out)["train"]["decay_steps"] == 20  # the resumed run's, shown first
     train.main(args + ["train.max_steps=30", "--resume"])
     lr = logged_losses(tmp_path / "ext", "lr")
     assert max(lr[s] for s in range(21, 31)) <= lr[20]  # no re-warming: the decay length was fixed at the start
@@ -487,10 +487,9 @@ def test_the_best_weights_outlive_the_checkpoints_that_rotate_out(tmp_path):
     assert sorted(p.name for p in run.glob("*.safetensors")) == ["model_0000030.safetensors"]
 
 
-def test_print_config_shows_every_key(tiny_args):
-    result = cli("train.py", *tiny_args, "--print-config", timeout=60)
-    assert result.returncode == 0, result.stderr
-    printed = yaml.safe_load(result.stdout)
+def test_print_config_shows_every_key(tiny_args, capsys):
+    train.main([*tiny_args, "--print-config"])
+    printed = yaml.safe_load(capsys.readouterr().out)
     assert printed["model"]["position"]["theta"] == 10000.0 and printed["train"]["max_steps"] == 20
     assert set(printed["train"]) >= {"keep_checkpoints", "decay_steps", "init_from", "beta2"}
     assert printed["train"]["decay_steps"] == 20  # derived while resolving: the config records the run as it trains

@@ -11,10 +11,12 @@
     done                       written last: a directory without it is never used
 
 The directory is built under a temporary name and renamed into place, so a run killed half way
-leaves nothing that looks finished.
+leaves nothing that looks finished; processes building the same key at once take turns on <key>.lock, and the
+later ones use the shards the first built.
 """
 from __future__ import annotations
 
+import fcntl
 import glob
 import hashlib
 import json
@@ -72,6 +74,15 @@ def prepare_shards(cfg: DataConfig, progress: bool = True, tokenizer=None) -> Pa
     out = cache / key
     if (out / "done").exists():
         return out
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / f"{key}.lock", "a") as lock:
+        # another process building the same shards (two trainings, DDP ranks, test workers): wait and use theirs
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return out if (out / "done").exists() else build_shards(cfg, tokenizer, cache, key, progress)
+
+
+def build_shards(cfg: DataConfig, tokenizer, cache: Path, key: str, progress: bool) -> Path:
+    out = cache / key
     say = print if progress else (lambda *a, **k: None)
     remove_abandoned(cache, key)
     tmp = cache / f"{key}.tmp-{os.getpid()}"
@@ -98,14 +109,9 @@ def prepare_shards(cfg: DataConfig, progress: bool = True, tokenizer=None) -> Pa
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
         (tmp / "done").write_text("")
         fsync_dir(tmp)
-        try:
-            if out.exists() and not (out / "done").exists():  # an old unfinished layout
-                shutil.rmtree(out)
-            os.rename(tmp, out)
-        except OSError:
-            if not (out / "done").exists():
-                raise
-            # another process (say another rank) finished the same key first: use theirs
+        if out.exists():  # an old unfinished layout
+            shutil.rmtree(out)
+        os.rename(tmp, out)
         say(f"data: {', '.join(f'{s} {n:,}' for s, n in meta['tokens'].items())} tokens in "
             f"{time.time() - t0:.1f}s -> {out}", flush=True)
         return out

@@ -1,10 +1,10 @@
 """data/: sources, tokenizer round trips, cached shards, batches and evaluation windows."""
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -114,24 +114,24 @@ def test_second_prepare_is_a_cache_hit_and_an_edit_is_not(corpus, prepared, monk
         edited.write_text(texts["book1.txt"], encoding="utf-8")
 
 
-def test_a_build_finished_first_by_another_process_is_kept(corpus, tmp_path, monkeypatch):
-    # make -j8 gpu-study: runs side by side may build the same key; the one that finishes second must not
-    # delete the finished folder the first is already reading, but use it
+def test_a_build_by_another_process_is_waited_for_and_used(corpus, tmp_path):
+    # make -j8 gpu-study, DDP ranks, test workers: processes that need the same shards at once build them once
+    import fcntl
+    import threading
     root, _ = corpus
     cfg = DataConfig(source=str(root), vocab_size=VOCAB, cache_dir=str(tmp_path), val_fraction=0.2, test_fraction=0.2)
-    theirs = {}
-    real_fsync = shards.fsync_dir
-
-    def other_process_finishes_first(tmp):
-        real_fsync(tmp)
-        out = tmp.parent / tmp.name.split(".tmp-")[0]
-        shutil.copytree(tmp, out)
-        theirs["inode"] = (out / "train.bin").stat().st_ino
-
-    monkeypatch.setattr(shards, "fsync_dir", other_process_finishes_first)
-    path = prepare_shards(cfg, progress=False)
-    assert (path / "done").exists() and (path / "train.bin").stat().st_ino == theirs["inode"]
-    assert not list(tmp_path.glob("*.tmp-*"))  # this process's own build is cleaned away
+    key, found = shards.dataset_key(cfg), {}
+    with open(tmp_path / f"{key}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other process, building
+        waiting = threading.Thread(target=lambda: found.update(path=prepare_shards(cfg, progress=False)))
+        waiting.start()
+        time.sleep(0.5)
+        assert waiting.is_alive()  # waits for the builder
+        built = shards.build_shards(cfg, None, tmp_path, key, progress=False)
+        inode = (built / "train.bin").stat().st_ino
+    waiting.join(60)
+    assert found["path"] == built and (built / "train.bin").stat().st_ino == inode  # used, not built again
+    assert not list(tmp_path.glob("*.tmp-*"))
 
 
 def test_folder_with_split_subfolders_keeps_its_split(tmp_path):

@@ -5,8 +5,8 @@
 Under FOLDER, each table file that sits beside its rows is rendered by the evaluator that wrote it: results.md from
 results.json (eval.extrapolation) or results.json.gz (eval.tasks), probes.md from probes.json, passkey.md from
 passkey.json, heads.md from heads.json; a folder with render.model_report's report.json gets its report.md again; and
-the tables inside a report's README sit between <!-- rendered: NAME --> and <!-- /rendered --> lines, filled by
-BLOCKS below.
+the tables and measured paragraphs inside a report's README sit between <!-- rendered: NAME --> and <!-- /rendered -->
+lines, filled by BLOCKS below (a paragraph's comparative sentences hold or the rendering stops: render.prose).
 Plain `python -m render.reports` rewrites the files whose text differs; --check writes nothing, names each such file
 and exits 1 (the test suite runs it). The plots are not rendered again: their pixels depend on matplotlib's version.
 
@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Callable
 
 from config import ArgumentParser, UserError, run_cli
-from render import extrapolation, heads, model_report, passkey, probe, tasks
+from render import extrapolation, heads, model_report, passkey, probe, smollm2, tasks
+from render.prose import FalseClaim
 from render.rows import curves, previous_rows, spread
 
 # (rows file, a field its every row has, table file, the evaluator's markdown of the rows)
@@ -141,6 +142,7 @@ BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
         *TEXT_STUDY[:3], ("rope", "yarn (s = length/L)", "rope", "yarn (s = length/L)"),
         ("rope", DYNAMIC_YARN, "rope", "dynamic-yarn (s = T/L)"), *TEXT_STUDY[3:],
         *[(run, label, run, label) for run, label, _, _ in FINE_TUNES]], digits=2)},
+    "reports/smollm2/README.md": {"smollm2-same-tokens": lambda reports: smollm2.same_tokens(reports / "smollm2")},
 }
 BLOCK = re.compile(r"(<!-- rendered: (\S+) -->\n).*?(\n<!-- /rendered -->)", re.S)
 
@@ -161,7 +163,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("folder", type=Path, nargs="?", default=Path("reports"), help="where the reports are")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a table differs")
     args = parser.parse_args(argv)
-    tables = run_cli(lambda: rendered(args.folder))
+    try:
+        tables = run_cli(lambda: rendered(args.folder))
+    except FalseClaim as e:  # the data changed under a sentence: a failed run, not a bad input
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
     differ = {path: text for path, text in tables.items() if path.read_text() != text}
     if args.check:
         for path in differ:

@@ -1,4 +1,5 @@
 """The committed report tables are their rows rendered (render.reports, `make reports`): none has drifted."""
+import json
 import shutil
 from pathlib import Path
 
@@ -43,3 +44,17 @@ def test_a_readme_table_is_rendered_between_its_markers_and_a_lost_marker_is_nam
     lost.write_text(page.read_text().replace("<!-- /rendered -->", ""))
     with pytest.raises(UserError, match="rendered blocks"):
         reports.with_blocks(lost, reports.BLOCKS["reports/extrapolation-gpu/README.md"], REPORTS)
+
+
+def test_a_sentence_the_rows_no_longer_support_stops_the_rendering(tmp_path, capsys):
+    folder = tmp_path / "reports"
+    shutil.copytree(REPORTS / "smollm2", folder / "smollm2")
+    rows = json.loads((folder / "smollm2" / "results.json").read_text())
+    for r in rows:
+        if r["run"] == "smollm2-yarn" and r["length"] == 32768:
+            r["ppl"] *= 2  # the YaRN fine-tune would fail at 4x its context
+    (folder / "smollm2" / "results.json").write_text(json.dumps(rows))
+    with pytest.raises(SystemExit) as e:
+        reports.main([str(folder), "--check"])
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and "the rows no longer support" in err and "reads 16,384 tokens as well as 8,192" in err

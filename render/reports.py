@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Callable
 
 from config import ArgumentParser, UserError, run_cli
-from render import extrapolation, heads, model_report, passkey, probe, smollm2, tasks
+from render import (extrapolation, gpu_study, heads, model_report, passkey, probe, smollm2, task_track, tasks,
+                    text_study)
 from render.prose import FalseClaim
 from render.rows import curves, previous_rows, spread
 
@@ -142,8 +143,10 @@ BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
         *TEXT_STUDY[:3], ("rope", "yarn (s = length/L)", "rope", "yarn (s = length/L)"),
         ("rope", DYNAMIC_YARN, "rope", "dynamic-yarn (s = T/L)"), *TEXT_STUDY[3:],
         *[(run, label, run, label) for run, label, _, _ in FINE_TUNES]], digits=2)},
-    "reports/smollm2/README.md": {"smollm2-same-tokens": lambda reports: smollm2.same_tokens(reports / "smollm2")},
 }
+for module in (text_study, task_track, gpu_study, smollm2):  # the pages' measured paragraphs, each from its module
+    for page, blocks in module.BLOCKS.items():
+        BLOCKS.setdefault(page, {}).update(blocks)
 BLOCK = re.compile(r"(<!-- rendered: (\S+) -->\n).*?(\n<!-- /rendered -->)", re.S)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
@@ -188,3 +189,8 @@ def same_tokens(folder: Path) -> str:
             "training-free YaRN on these tokens." if better else
             f"At {number(x4)} none is below training-free YaRN on these tokens."))
     return "\n\n".join(out)
+
+
+# {page: {block name: its rendering from the reports folder}} (render.reports merges these)
+BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
+    "reports/smollm2/README.md": {"smollm2-same-tokens": lambda reports: same_tokens(reports / "smollm2")}}

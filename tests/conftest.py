@@ -102,3 +102,11 @@ def logged_losses(run_dir, key="loss"):
     """{step: value} from a run's metrics.jsonl."""
     rows = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
     return {r["step"]: r.get(key) for r in rows}
+
+
+def context_defaults(method: str, L: int = 128) -> dict:
+    """A context method's settings left at their defaults for a model of training length L (model/context.py)."""
+    from config import ContextConfig
+    from model.context import CONTEXT_METHODS, build_context
+    built = build_context(ContextConfig(method), L)
+    return {key: getattr(built, key) for key in CONTEXT_METHODS[method].keys}

@@ -247,9 +247,22 @@ class PositionConfig:
     max_distance: int = 128  # t5: the distance from which every distance shares the last bucket
     # Applied at load time for evaluation and generation, or here in a context-extension fine-tune.
     scaling: ScalingConfig | None = None
+    # Which layers apply the encoding: comma-separated entries, each `type` or nope, repeated over the layers
+    # ("rope,rope,rope,nope": every 4th layer without positions, Llama 4's iRoPE; "rope,nope": RNoPE, Yang et al.,
+    # arXiv 2501.18795). None: every layer applies it. model.sliding_window, if set, applies to the layers that do.
+    layer_pattern: str | None = None
+    # Llama 4's attention temperature on the layers without positions (transformers' Llama4TextAttention): their
+    # queries times log(floor((position + 1) / floor_scale) + 1) * attn_scale + 1: 1 at positions below floor_scale - 1.
+    nope_temperature: bool = False
+    floor_scale: float = 8192.0  # nope_temperature: positions per step of the temperature (Llama 4's 8192)
+    attn_scale: float = 0.1  # nope_temperature: its slope (Llama 4's 0.1)
 
     def __post_init__(self):  # a mapping written in Python is parsed like one written in YAML
         self.scaling = parse_scaling(self.scaling, "model.position.scaling")
+
+    def pattern(self) -> list[str] | None:
+        """The entries of layer_pattern, or None."""
+        return None if self.layer_pattern is None else [e.strip() for e in self.layer_pattern.split(",")]
 
 
 @dataclass
@@ -268,6 +281,10 @@ class ModelConfig:
     tie_embeddings: bool = True  # the output projection is the embedding matrix (False: Llama 3)
     qkv_bias: bool = False  # biases on the q, k and v projections (Qwen2)
     scale_embeddings: bool = True  # token embeddings times sqrt(d_model) (Vaswani et al.; Llama: False)
+    # Sliding-window attention (Mistral; RNoPE-SWA, Yang et al., arXiv 2501.18795): a query at position i reads the
+    # keys at positions i - sliding_window + 1 .. i, on every layer, or with model.position.layer_pattern on the
+    # layers that apply the encoding (its nope layers read every key). None: every key.
+    sliding_window: int | None = None
     position: PositionConfig = field(default_factory=PositionConfig)
 
     def __post_init__(self):
@@ -277,6 +294,18 @@ class ModelConfig:
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def positional_layers(self) -> list[bool]:
+        """Whether each layer applies model.position.type (False: a nope entry of layer_pattern, repeated over
+        the layers)."""
+        entries = self.position.pattern() or [self.position.type]
+        return [entries[i % len(entries)] != "nope" or self.position.type == "nope" for i in range(self.n_layers)]
+
+    @property
+    def nope_layers(self) -> list[bool]:
+        """Whether each layer attends without positions: a nope entry of layer_pattern, or every layer of NoPE."""
+        return [not on or self.position.type == "nope" for on in self.positional_layers]
 
     def validate(self) -> None:
         """Shapes and ranges; the encoding and scaling names are checked by model/ (positions.check)."""
@@ -303,6 +332,27 @@ class ModelConfig:
                            ("buckets", "t5"), ("max_distance", "t5")):
             if getattr(p, key) != getattr(defaults, key) and p.type != owner:
                 raise UserError(f"model.position.{key} applies to {owner} only, not {p.type!r}")
+        check(self.sliding_window is None or self.sliding_window >= 1, "model.sliding_window", ">= 1 or null",
+              self.sliding_window)
+        if p.layer_pattern is not None:
+            if p.type == "nope":
+                raise UserError("model.position.layer_pattern mixes model.position.type with nope layers; with type "
+                                "nope every layer is one already")
+            bad = [e for e in p.pattern() if e not in (p.type, "nope")]
+            if bad:
+                raise UserError(f"model.position.layer_pattern: {bad[0]!r} is not {p.type} or nope (each comma-"
+                                f"separated entry is model.position.type or nope, e.g. "
+                                f"{p.type},{p.type},{p.type},nope)")
+            check(len(p.pattern()) <= self.n_layers, "model.position.layer_pattern",
+                  f"at most model.n_layers = {self.n_layers} entries", p.layer_pattern)
+        check(0 < p.floor_scale < math.inf, "model.position.floor_scale", "a finite number > 0", p.floor_scale)
+        check(0 <= p.attn_scale < math.inf, "model.position.attn_scale", "a finite number >= 0", p.attn_scale)
+        for key in ("floor_scale", "attn_scale"):
+            if getattr(p, key) != getattr(defaults, key) and not p.nope_temperature:
+                raise UserError(f"model.position.{key} applies to model.position.nope_temperature only, which is off")
+        if p.nope_temperature and not any(self.nope_layers):
+            raise UserError(f"model.position.nope_temperature scales the queries of layers without positions, and "
+                            f"this {p.type} model has none (add nope entries to model.position.layer_pattern)")
 
 
 @dataclass

@@ -55,9 +55,15 @@ def scaling_kind(scaling: ScalingConfig | None) -> str:
 
 def check_exportable(cfg: ModelConfig) -> None:
     if cfg.position.type != "rope":
-        raise UserError(f"cannot export a model with {cfg.position.type!r} positions: transformers' Llama "
-                        f"has rotary positions only (learned, sinusoidal, alibi, t5, kerple, fire and nope cannot "
-                        f"be expressed)")
+        raise UserError(f"cannot export a model with {cfg.position.type!r} positions: transformers' Llama has "
+                        f"rotary positions only (learned, sinusoidal, alibi, t5, kerple, fire, fox and nope cannot be "
+                        f"expressed)")
+    layered = {"model.position.layer_pattern": cfg.position.layer_pattern, "model.sliding_window": cfg.sliding_window,
+               "model.position.nope_temperature": cfg.position.nope_temperature or None}
+    for key, value in layered.items():
+        if value is not None:
+            raise UserError(f"cannot export {key}={value}: transformers' Llama gives every layer the same full "
+                            "attention and RoPE")
     if cfg.position.kept_frequencies != 1:
         raise UserError(f"cannot export p-RoPE (model.position.kept_frequencies={cfg.position.kept_frequencies:g}): "
                         "transformers' Llama rotates every frequency")

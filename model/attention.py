@@ -4,7 +4,8 @@ Backends, chosen per call, all computing softmax(q k^T * scale + bias + causal m
   - FlexAttention with the encoding's `score_mod` where GPT.use_flex_attention is on (CUDA: ALiBi
     without a T x T bias in memory), its block mask and score_mod built once per forward (`ctx`);
   - otherwise SDPA: with a learned bias (t5, kerple, fire), its float mask built once per forward
-    (`ctx.bias`, -inf on future keys); else with a bias folded into q and k (ALiBi,
+    (`ctx.bias`, -inf on future keys and on keys past a sliding window; fox's built per layer); else with a bias
+    folded into q and k (ALiBi,
     `PositionalEncoding.fold`) and `is_causal` (flash / memory-efficient kernels) when queries and
     keys are the same tokens, else a boolean causal mask from their positions (chunked prefill,
     decoding, the slots of a static KV cache);
@@ -35,7 +36,7 @@ class KVCache:
     allocated ahead and written by index. Keys are stored rotated, so a decoding step rotates only its own
     token, except for a dynamic RoPE scaling (`pe.dynamic`), whose keys are stored BEFORE rotation and
     re-rotated with the frequencies of the current length, and a context method's second rotation of every
-    key (ctx.rotate_keys).
+    key (ctx.rotate_keys). Beside them, for fox, each key's cumulative log forget gate (`update_gates`).
 
     One storage, addressed two ways:
     - by the host (the default): the cache counts its tokens in Python, a forward writes after them and
@@ -53,6 +54,7 @@ class KVCache:
     def __init__(self, n_layers: int, capacity: int | None = None):
         self.keys: list[torch.Tensor | None] = [None] * n_layers  # (B, nkv, capacity, hs)
         self.values: list[torch.Tensor | None] = [None] * n_layers
+        self.gates: list[torch.Tensor | None] = [None] * n_layers  # fox: (B, H, capacity) float, see update_gates
         self.slots: torch.Tensor | None = None  # (capacity,) or (B, capacity) positions of the slots
         self.capacity = capacity  # slots to allocate at the first write (None: MIN_SLOTS, or what it needs)
         self.length = 0  # filled slots (host addressing)
@@ -112,13 +114,31 @@ class KVCache:
         self.values[layer][:, :, n:end] = v
         return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
 
+    def update_gates(self, layer: int, c: torch.Tensor, positions: torch.Tensor):
+        """FoX (model/positions.py): c (B, H, T) are this forward's cumulative log forget gates, summed from its first
+        token; stored summed from the first token the cache saw (the last cached token's sum added), in the slots of
+        this forward's tokens at `positions` (T,). Returns those of the new tokens (B, H, T) and those of every key
+        attention reads (B, H, S). Only differences of sums are used, so a trimmed cache keeps its sums."""
+        if self.static:  # a static cache continues a prefill: the token before the first new one has a slot
+            gates = self.gates[layer]
+            c = c + gates[:, :, (positions[:1] - 1).clamp(min=0)] * (positions[:1] > 0)
+            gates[:, :, positions] = c  # index_put_, in place
+            return c, gates
+        n, end, capacity = self.length - c.shape[-1], self.length, self.slots.shape[-1]
+        if self.gates[layer] is None or self.gates[layer].shape[-1] < capacity:
+            self.gates[layer] = grown(self.gates[layer], n, capacity, 0.0, c)
+        if n:
+            c = c + self.gates[layer][:, :, n - 1:n]
+        self.gates[layer][:, :, n:end] = c
+        return c, self.gates[layer][:, :, :end]
+
     def trim(self, n: int, first: int = 0) -> None:
         """Keep the last n tokens, after the first `first` (host addressing)."""
         if self.static:
             raise ValueError("a static cache is not trimmed: make_static(window=...) hides the old keys instead")
         if len(self) > first + n:
             kept, to = slice(self.length - n, self.length), slice(first, first + n)
-            for buffer in (*self.keys, *self.values):
+            for buffer in (*self.keys, *self.values, *self.gates):  # the slots are dim 2 of each
                 if buffer is not None:
                     buffer[:, :, to] = buffer[:, :, kept].clone()
             self.slots[..., to] = self.slots[..., kept].clone()
@@ -140,8 +160,9 @@ class KVCache:
         self.static, self.window, self.capacity = True, window, self.slots.shape[-1]
         self.upcoming = torch.full((1,), self.length, device=self.slots.device)
         self.next_position = None
-        for buffer in (*self.keys, *self.values, self.slots, self.upcoming):
-            torch._dynamo.mark_static_address(buffer)
+        for buffer in (*self.keys, *self.values, *self.gates, self.slots, self.upcoming):
+            if buffer is not None:  # gates: fox's layers only
+                torch._dynamo.mark_static_address(buffer)
 
 
 def grown(buffer: torch.Tensor | None, filled: int, size: int, fill, like: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -175,17 +196,22 @@ def compiled_flex(device_type: str):
 
 
 @functools.lru_cache(maxsize=64)
-def causal_block_mask(T: int, S: int, device: torch.device):
+def causal_block_mask(T: int, S: int, device: torch.device, window: int | None = None):
     """FlexAttention's block mask for queries at positions S-T .. S-1 over keys 0 .. S-1, built once per
-    shape (building it launches work on the device). Built by GPT.forward before the layers, through
-    torch.compiler.disable (GPT.use_flex_attention): traced inside a compiled model, its creation and caching
-    would break the guards and recompile the model."""
+    shape (building it launches work on the device); with a sliding `window`, only the keys less than `window`
+    back, so the blocks past it are skipped (GPT.forward passes it where the positions are these indices; the
+    score_mod hides the keys past the window by position in any case). Built by GPT.forward before the layers,
+    through torch.compiler.disable (GPT.use_flex_attention): traced inside a compiled model, its creation and
+    caching would break the guards and recompile the model."""
     from torch.nn.attention.flex_attention import create_block_mask
     offset = S - T
 
     def causal(b, h, q_idx, kv_idx):
         return q_idx + offset >= kv_idx
-    return create_block_mask(causal, None, None, T, S, device=device)
+
+    def sliding(b, h, q_idx, kv_idx):
+        return (q_idx + offset >= kv_idx) & (q_idx + offset - kv_idx < window)
+    return create_block_mask(causal if window is None else sliding, None, None, T, S, device=device)
 
 
 # A score_mod that reads a bias table (the learned biases: table_score_mod) loads a tile of the table with
@@ -220,7 +246,10 @@ def per_query_attention(q, k, v, ctx: PositionContext, scale: float):
     as SDPA's enable_gqa."""
     q = q.unflatten(1, (k.shape[1], -1))  # (B, nkv, H / nkv, T, d)
     scores = torch.einsum("bngtd,bntsd->bngts", q.float(), k.float()) * scale
-    scores = scores.masked_fill(~causal_mask(ctx.q_pos, ctx.k_pos), float("-inf"))
+    if ctx.bias is not None:  # (1, T, S): -inf on future keys and on those past a sliding window
+        scores = scores + ctx.bias
+    else:
+        scores = scores.masked_fill(~causal_mask(ctx.q_pos, ctx.k_pos), float("-inf"))
     y = torch.einsum("bngts,bnsd->bngtd", scores.softmax(-1), v.float())
     return y.flatten(1, 2).to(v.dtype)
 
@@ -308,8 +337,8 @@ class Attention(nn.Module):
         gqa = self.n_kv_heads != self.n_heads
         dropout = self.dropout if self.training else 0.0
         scale = self.head_dim ** -0.5
-        if ctx.q_scale is not None:  # log-n: each query row scaled by its own factor, before any bias
-            factor = ctx.q_scale.to(q.dtype)[:, None]  # (T, 1)
+        if ctx.q_scale is not None:  # log-n, Llama 4's temperature: each query row times its factor, before any bias
+            factor = ctx.q_scale.to(q.dtype)[..., None, :, None]  # (1, T, 1), or (B, 1, T, 1): per-sequence positions
             q, far = q * factor, None if far is None else (far[0] * factor, far[1])
         if ctx.per_query_keys:
             return per_query_attention(q, k, v, ctx, scale)

@@ -1,7 +1,9 @@
 """A MiniMind-style decoder-only transformer: pre-norm RMSNorm, grouped-query attention,
 SwiGLU MLP, tied embeddings, no biases, and a pluggable positional encoding. Three options let it hold a
 pretrained Llama-family checkpoint (pretrained/llama.py): untied embeddings (Llama 3), q/k/v biases (Qwen2)
-and unscaled input embeddings (every Llama)."""
+and unscaled input embeddings (every Llama). Two shape which keys a layer reads and how: a layer pattern
+(model.position.layer_pattern: some layers without positions, as RNoPE and Llama 4's iRoPE) and a sliding window
+(model.sliding_window) on the layers that apply the encoding; each layer takes one of two contexts built per forward."""
 from __future__ import annotations
 
 import math
@@ -14,7 +16,7 @@ from config import ContextConfig, ModelConfig, TrainConfig
 
 from .attention import Attention, KVCache, causal_block_mask
 from .context import build_context
-from .positions import PositionError, build_position, table_score_mod
+from .positions import NoPE, PositionalEncoding, PositionError, build_position, table_score_mod
 
 
 class RMSNorm(nn.Module):
@@ -43,6 +45,7 @@ class SwiGLU(nn.Module):
 class Block(nn.Module):
     def __init__(self, cfg: ModelConfig, layer: int):
         super().__init__()
+        self.positional = cfg.positional_layers[layer]  # False: a nope layer of model.position.layer_pattern
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.attn = Attention(cfg, layer)
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
@@ -50,7 +53,9 @@ class Block(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x, ctx, pe, cache=None):
-        x = x + self.dropout(self.attn(self.attn_norm(x), ctx, pe, cache))
+        h = self.attn_norm(x)
+        ctx = pe.layer_context(self.attn.layer, h, ctx, cache)  # fox: this layer's forget-gate bias
+        x = x + self.dropout(self.attn(h, ctx, pe, cache))
         return x + self.dropout(self.mlp(self.mlp_norm(x)))
 
 
@@ -60,6 +65,12 @@ class GPT(nn.Module):
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.position = build_position(cfg)
+        # the layers of a pattern's nope entries attend without positions (no parameters: the weights stay the same)
+        self.plain = NoPE(cfg) if not all(cfg.positional_layers) else None
+        # Llama 4's temperature (model.position.nope_temperature) on the queries of the layers without positions:
+        # (on the layers that apply the encoding, where it is NoPE; on a pattern's nope layers)
+        on = cfg.position.nope_temperature
+        self.temperature = (on and all(cfg.nope_layers), on)
         self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
@@ -83,8 +94,8 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def use_flex_attention(self, on: bool = True):
-        """Route score-modifying encodings (ALiBi, t5, kerple, fire) through FlexAttention (on CUDA; the
-        CPU runs it too, for tests)."""
+        """Route score-modifying encodings (ALiBi, t5, kerple, fire, fox) and sliding windows through FlexAttention
+        (on CUDA; the CPU runs it too, for tests)."""
         # Under torch.compile(model) the mask is built outside the graph: one graph break per forward, never
         # a trace. Wrapped here, not where it is defined: the wrapper imports torch._dynamo, which takes
         # seconds of every command's start.
@@ -107,30 +118,19 @@ class GPT(nn.Module):
         """
         B, T = idx.shape
         positions, end, consecutive = self.place(T, idx.device, positions, cache)
-        method = self.context_method
-        if method is not None and positions.dim() != 1:
+        if self.context_method is not None and positions.dim() != 1:
             raise ValueError("a context method takes positions shared by every sequence, (T,)")
         k_pos = positions if cache is None else cache.extend(positions, end)
-        # keys rotated in attention: all of them (cached before rotation: a dynamic scaling, a context method's
-        # far pass), or only the new ones where the cache holds rotated keys
-        rotate_keys = self.position.dynamic or (method is not None and method.maps_distances)
-        rot_pos = k_pos if rotate_keys else positions
-        ctx = self.position.context(positions, k_pos, rot_pos, end, consecutive)  # once per forward, for every layer
-        ctx.rotate_keys = rotate_keys
-        if method is not None:
-            ctx.q_scale = method.query_scale(positions)
-            if method.changes_scores:
-                self.position.show(ctx, method, end)
-        static = cache is not None and cache.static  # flex's block mask takes the queries to be the last T keys
-        # flex has no attention dropout, and a context method's two rotations are merged by the eager path
-        flex = self.flex_block_mask is not None
-        if flex and not static and not (self.training and self.cfg.dropout) and ctx.far is None:
-            ctx.score_mod = table_score_mod(ctx.bias) if ctx.bias is not None else self.position.score_mod(ctx)
-            if ctx.score_mod is not None:
-                ctx.block_mask = self.flex_block_mask(T, k_pos.shape[-1], idx.device)
+        cfg = self.cfg
+        # once per forward, for every layer: the encoding's context (with the sliding window), and for a layer
+        # pattern the context of its layers without positions
+        ctx = self.shared_context(self.position, positions, k_pos, end, consecutive, cache, cfg.sliding_window,
+                                  self.temperature[0])
+        plain = None if self.plain is None else self.shared_context(
+            self.plain, positions, k_pos, end, consecutive, cache, None, self.temperature[1])
         x = self.position.embed(self.embed(idx) * self.embed_scale, positions)  # (B, T, C)
         for block in self.blocks:
-            x = block(x, ctx, self.position, cache)
+            x = block(x, ctx, self.position, cache) if block.positional else block(x, plain, self.plain, cache)
         x = self.norm(x)
         if last_only:
             x = x[:, -1:]
@@ -139,6 +139,39 @@ class GPT(nn.Module):
         if targets is not None:
             loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-1)
         return logits, loss
+
+    def shared_context(self, pe: PositionalEncoding, positions, k_pos, end, consecutive, cache: KVCache | None,
+                       window: int | None, temperature: bool):
+        """The context that the layers applying `pe` share in this forward: pe's own (rotations, a learned bias), the
+        context method's (use_context_method), -inf on keys `window` or more positions back (a sliding window),
+        Llama 4's temperature on the queries (`temperature`), and FlexAttention's score_mod and block mask."""
+        method = self.context_method
+        # keys rotated in attention: all of them (cached before rotation: a dynamic scaling, a context method's
+        # far pass), or only the new ones where the cache holds rotated keys
+        rotate_keys = pe.dynamic or (method is not None and method.maps_distances)
+        rot_pos = k_pos if rotate_keys else positions
+        ctx = pe.context(positions, k_pos, rot_pos, end, consecutive)
+        ctx.rotate_keys = rotate_keys
+        if method is not None:
+            ctx.q_scale = method.query_scale(positions)
+            if method.changes_scores:
+                pe.show(ctx, method, end)
+        if window is not None:
+            pe.hide(ctx, positions[..., :, None] - k_pos[..., None, :] >= window)
+        if temperature:
+            p = self.cfg.position  # transformers' Llama4TextAttention (attn_temperature_tuning)
+            scale = torch.log1p(torch.floor((positions.float() + 1) / p.floor_scale)) * p.attn_scale + 1
+            ctx.q_scale = scale if ctx.q_scale is None else ctx.q_scale * scale
+        static = cache is not None and cache.static  # flex's block mask takes the queries to be the last T keys
+        # flex has no attention dropout, and a context method's two rotations are merged by the eager path
+        flex = self.flex_block_mask is not None
+        if flex and not static and not (self.training and self.cfg.dropout) and ctx.far is None:
+            ctx.score_mod = table_score_mod(ctx.bias) if ctx.bias is not None else pe.score_mod(ctx)
+            if ctx.score_mod is not None or pe.layer_bias:
+                # a window by index skips blocks where indices are positions (no cache, consecutive positions)
+                ctx.block_mask = self.flex_block_mask(positions.shape[-1], k_pos.shape[-1], positions.device,
+                                                      window if consecutive else None)
+        return ctx
 
     def place(self, T: int, device, positions, cache: KVCache | None):
         """(positions, end, consecutive) of a forward's T tokens: their positions (given, or after the

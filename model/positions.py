@@ -9,7 +9,10 @@ A scheme may act at three points, each a no-op by default, so the model never br
      fire) are built once per forward as a float mask `ctx.mask` (heads, T, S) that SDPA adds.
 A training-free context method (model/context.py) is applied by a fourth hook, `show(ctx, method, length)`:
 the score bias at the distances it shows (`bias_at`), -inf on the keys it hides, and for RoPE a second
-rotation of q and k at the positions it shows far pairs.
+rotation of q and k at the positions it shows far pairs. A sliding window (model.sliding_window) hides keys the
+same way, `hide(ctx, hidden)`: -inf in the float mask ctx.bias, which then carries the encoding's bias too.
+A bias that depends on each layer's input (fox: a data-dependent forget gate) is built per layer by a fifth
+hook, `layer_context(layer, x, ctx, cache)`, from the shared context; the others return it as it is.
 Work that does not depend on the layer (RoPE's cos/sin, the frequencies of a dynamic scaling, a
 learned bias) is done once per forward in `context(q_pos, k_pos, rot_pos, length)` and shared by every
 layer. Positions are explicit integer tensors, so a KV cache, sliding-window evaluation and
@@ -32,6 +35,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from config import ModelConfig, UserError
 
@@ -85,6 +89,7 @@ class PositionalEncoding(nn.Module):
     kind = "relative"  # how positions reach attention: relative, absolute (added to the tokens) or none (NoPE)
     max_positions: int | None = None  # None: any position works (quality aside)
     dynamic = False  # True: keys are cached before rotation, re-rotated at each length
+    layer_bias = False  # True: a score bias built per layer from its input (layer_context), as fox's
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -126,6 +131,23 @@ class PositionalEncoding(nn.Module):
         q_pos, k_pos = ctx.q_pos, ctx.k_pos
         bias = self.bias_at(method.distance(q_pos, k_pos).clamp(min=0), method.query_position(q_pos))
         ctx.bias = hiding_mask(method.hidden(q_pos, k_pos), bias)
+
+    def hide(self, ctx: PositionContext, hidden: torch.Tensor) -> None:
+        """Hide keys from every query of this forward, for every layer given ctx (a sliding window): -inf where
+        `hidden` (T, S) (or (B, T, S) for per-sequence positions) holds, in the float mask ctx.bias. Where the
+        context has no mask yet, one is built with -inf on the future keys and the encoding's bias at the true
+        distances (bias_at: ALiBi's, no longer folded into q and k), zero for an encoding without one."""
+        if ctx.bias is None:
+            distance = ctx.q_pos[..., :, None] - ctx.k_pos[..., None, :]  # (T, S) or (B, T, S)
+            bias = self.bias_at(distance.clamp(min=0).float(), ctx.q_pos)  # (H, T, S) or (B, H, T, S), or None
+            hidden = hidden | (distance < 0)
+            ctx.bias = torch.zeros(hidden.unsqueeze(-3).shape, device=hidden.device) if bias is None else bias
+        ctx.bias = ctx.bias.masked_fill(hidden.unsqueeze(-3), float("-inf"))
+
+    def layer_context(self, layer: int, x: torch.Tensor, ctx: PositionContext, cache=None) -> PositionContext:
+        """The context of one layer whose input is x (B, T, C), with `cache` (model.attention.KVCache) the forward's
+        cache: the shared one, except for an encoding whose bias depends on the layer's input (layer_bias)."""
+        return ctx
 
 
 def hiding_mask(hidden: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -513,6 +535,82 @@ class Fire(LearnedBias):
         return f
 
 
+class ForgetGate(nn.Module):
+    """One layer's forget gate: logit_h = w_h . x + b_h per head, from the layer's input x (plain parameters, so
+    GPT's init of every nn.Linear leaves them alone)."""
+
+    def __init__(self, cfg: ModelConfig, bias: torch.Tensor):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(cfg.n_heads, cfg.d_model) * cfg.init_std)
+        self.bias = nn.Parameter(bias.clone())
+
+    def forward(self, x):
+        return F.linear(x, self.weight, self.bias)  # (B, T, H)
+
+
+@register("fox")
+class FoX(PositionalEncoding):
+    """Forgetting Attention, the attention of the Forgetting Transformer (FoX; Lin et al., arXiv 2503.02130;
+    reference code github.com/zhixuan-lin/forgetting-transformer): each head h of each layer has a forget gate
+    f_t = sigmoid(w_h . x_t + b_h) computed from each token's input x_t to the layer, and the score of query i on
+    key j <= i gets
+        D_ij = sum_{l=j+1..i} log f_l = c_i - c_j,   c_t = sum_{l<=t} log f_l (the cumulative log forget gate),
+    so a key fades by the product of the gates of the tokens after it, 0 for the query itself. Nothing else
+    carries position: the paper's FoX uses no positional embedding. The bias goes down the learned biases' path
+    (built per layer in layer_context, since it depends on the layer's input): a float mask (B, H, T, S) for SDPA
+    on the CPU, or with FlexAttention a score_mod reading c of the query and of the key (no T x S bias in memory).
+    A KV cache keeps each key's c (KVCache.update_gates), so decoding one token adds its gate to the last c.
+    Positions only order the tokens (the causal mask, a sliding window); c sums over tokens, whatever their
+    positions (train.positions changes nothing).
+
+    Init: the reference's data-dependent gate (fgate_type "full") is an nn.Linear whose weights start at std
+    initializer_range and its bias at 0 (f = 1/2 at init); its bias init by decay times, b = -log(expm1(1/tau))
+    so that -1 / log sigmoid(b) = tau, serves only its data-independent gates. Here the weights start at init_std
+    and the bias at that formula with tau_h = 1 / m_h, ALiBi's slopes (alibi_slopes): every gate starts near 1
+    (f_h = exp(-m_h), from e^(-1/4) to e^(-1/256) with 4 heads) and, with zero weights, D_ij is ALiBi's
+    -m_h (i - j): FoX starts as ALiBi and learns which tokens to forget.
+
+    Left out: the paper's "Pro" block (an output gate, an RMSNorm of each head's output, QK-norm, and the
+    data-dependent token shift of keys and values), its pruning of the attention past a decayed key (the Triton
+    kernel's adaptive computation pruning) and its kernel. The reference does not support grouped-query
+    attention; here each query head has its own gate and reads its key head as the other encodings do. Each layer
+    has its own gate, where the repo's other learned biases share one set of parameters across layers."""
+    kind = "none"  # no distance is shown: a context method may hide keys or scale queries, not remap distances
+    layer_bias = True
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        bias = -torch.log(torch.expm1(alibi_slopes(cfg.n_heads)))  # sigmoid(b_h) = exp(-m_h)
+        self.gates = nn.ModuleDict({str(layer): ForgetGate(cfg, bias)
+                                    for layer, on in enumerate(cfg.positional_layers) if on})
+
+    def log_gates(self, layer: int, x: torch.Tensor) -> torch.Tensor:
+        """(B, H, T) log f of each token of x (B, T, C) at `layer`, at least float32."""
+        logit = self.gates[str(layer)](x)
+        return F.logsigmoid(logit.to(torch.promote_types(logit.dtype, torch.float32))).transpose(1, 2)
+
+    def layer_context(self, layer, x, ctx, cache=None):
+        c = self.log_gates(layer, x).cumsum(-1)  # (B, H, T): from this forward's first token
+        c_q, c_k = (c, c) if cache is None else cache.update_gates(layer, c, ctx.q_pos)  # (B, H, T), (B, H, S)
+        if ctx.block_mask is not None:  # FlexAttention (GPT.forward): c read per (query, key)
+            return dataclasses.replace(ctx, score_mod=gated_score_mod(ctx.score_mod, c_q, c_k))
+        decay = c_q[..., :, None] - c_k[..., None, :]  # (B, H, T, S)
+        if ctx.bias is not None:  # keys hidden for every layer: the future, a sliding window, a context method
+            return dataclasses.replace(ctx, bias=decay + ctx.bias)
+        future = (ctx.k_pos[..., None, :] > ctx.q_pos[..., :, None]).unsqueeze(-3)  # (1, T, S) or (B, 1, T, S)
+        return dataclasses.replace(ctx, bias=decay.masked_fill(future, float("-inf")))
+
+
+def gated_score_mod(base, c_q: torch.Tensor, c_k: torch.Tensor):
+    """FoX's bias as a FlexAttention score_mod: c_q[b, h, i] - c_k[b, h, j], after `base` (a score_mod of keys hidden
+    for every layer, or None)."""
+    def forget(score, b, h, q_idx, kv_idx):
+        if base is not None:
+            score = base(score, b, h, q_idx, kv_idx)
+        return score + (c_q[b, h, q_idx] - c_k[b, h, kv_idx])
+    return forget
+
+
 def with_original_length(cfg: ModelConfig):
     """The model's RoPE scaling with original_max_position_embeddings filled in (max_seq_len when unset)."""
     scaling = cfg.position.scaling
@@ -523,7 +621,8 @@ def with_original_length(cfg: ModelConfig):
 
 def check(cfg: ModelConfig) -> None:
     """The position section against the registries, once, where a model config is parsed (train.resolve,
-    checkpoint.model_config): a known encoding, and for rope an even number of rotated dimensions and a valid scaling.
+    checkpoint.model_config): a known encoding, for rope an even number of rotated dimensions and a valid scaling, and
+    a layer pattern only for an encoding that acts inside attention.
     A UserError naming the key otherwise. The shapes and ranges are ModelConfig.validate's."""
     if cfg.position.type not in ENCODINGS:
         raise UserError(f"model.position.type: unknown encoding {cfg.position.type!r}; "
@@ -538,6 +637,10 @@ def check(cfg: ModelConfig) -> None:
             raise UserError(f"model.position.kept_frequencies={cfg.position.kept_frequencies:g} keeps no frequency of "
                             f"the {rotary_dims(cfg) // 2} a head has")
     check_scaling(cfg.position.scaling, "model.position.scaling")
+    if cfg.position.layer_pattern is not None and ENCODINGS[cfg.position.type].kind == "absolute":
+        raise UserError(f"model.position.layer_pattern applies an encoding per layer, and {cfg.position.type} adds its "
+                        f"positions to the tokens, before every layer; use it with "
+                        f"{', '.join(n for n, c in ENCODINGS.items() if c.kind != 'absolute' and n != 'nope')}")
 
 
 def build_position(cfg: ModelConfig) -> PositionalEncoding:

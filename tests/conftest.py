@@ -110,3 +110,14 @@ def context_defaults(method: str, L: int = 128) -> dict:
     from model.context import CONTEXT_METHODS, build_context
     built = build_context(ContextConfig(method), L)
     return {key: getattr(built, key) for key in CONTEXT_METHODS[method].keys}
+
+
+def prose(path: Path) -> str:
+    """A report page with its whitespace collapsed, for finding sentences across line breaks."""
+    return " ".join(path.read_text().split())
+
+
+def says(page: str, *fragments: str) -> None:
+    """Each fragment is in the page (whitespace aside): the sentence a test checks is still there."""
+    for fragment in fragments:
+        assert " ".join(fragment.split()) in page, f"the sentence changed or is gone: {fragment!r}"

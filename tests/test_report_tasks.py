@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import context_defaults
+from conftest import context_defaults, prose, says
 
 from render.rows import previous_rows
 
@@ -21,18 +21,7 @@ REPORT = ROOT / "reports" / "extrapolation"
 L, X2, X4, X8, X16 = 128, 256, 512, 1024, 2048
 
 
-def prose(path: Path) -> str:
-    return " ".join(path.read_text().split())
-
-
 README, STUDY = prose(ROOT / "README.md"), prose(REPORT / "README.md")
-
-
-def says(page: str, *fragments: str) -> None:
-    """Each fragment is in the page (whitespace aside): the sentence a test checks is still there."""
-    for fragment in fragments:
-        present = " ".join(fragment.split()) in page
-        assert present, f"the sentence changed or is gone: {fragment!r}"
 
 
 # --- the task track: reports/tasks/README.md and the README's task section ---------------------------

@@ -13,7 +13,7 @@ import statistics
 from pathlib import Path
 
 import torch
-from conftest import context_defaults
+from conftest import context_defaults, prose, says
 
 from config import Config, ModelConfig, PositionConfig, load_config
 from render.rows import previous_rows
@@ -33,19 +33,8 @@ L, X2, X4, X8, X16 = 128, 256, 512, 1024, 2048
 PAST_L = (X2, X4, X8, X16)
 
 
-def prose(path: Path) -> str:
-    return " ".join(path.read_text().split())
-
-
 README, STUDY = prose(ROOT / "README.md"), prose(REPORT / "README.md")
 TASKS_PAGE = prose(ROOT / "reports" / "tasks" / "README.md")
-
-
-def says(page: str, *fragments: str) -> None:
-    """Each fragment is in the page (whitespace aside): the sentence a test checks is still there."""
-    for fragment in fragments:
-        present = " ".join(fragment.split()) in page
-        assert present, f"the sentence changed or is gone: {fragment!r}"
 
 
 # --- perplexity rows -------------------------------------------------------------------------------

@@ -4,6 +4,8 @@ only), passkey.json, and results.json (the same tokens at every length, natively
 import json
 from pathlib import Path
 
+from conftest import prose, says
+
 from model.context import CONTEXT_METHODS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -15,16 +17,7 @@ PASSKEY = {(r["scaling"], r["length"], r["depth"]): r for r in json.loads((REPOR
 L = 8192
 
 
-def prose(path: Path) -> str:
-    return " ".join(path.read_text().split())
-
-
 PAGE = prose(REPORT / "README.md")
-
-
-def says(page: str, *fragments: str) -> None:
-    for fragment in fragments:
-        assert " ".join(fragment.split()) in page, f"the sentence changed or is gone: {fragment!r}"
 
 
 def ppl(scaling: str, length: int) -> str:

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import re
 import statistics
-import textwrap
 from pathlib import Path
 from typing import Callable
 
 from config import Config, load_config
-from render.prose import WIDTH, claim, listed, number, paragraph
+from render.prose import bullet, claim, listed, number, paragraph
 from render.rows import previous_rows
 from render.summary import budget_step
 
@@ -27,12 +26,6 @@ PI = ("rope-pi", "linear (fine-tuned)", "fine-tuned")
 YARN = ("rope-yarn", "yarn (fine-tuned)", "fine-tuned")
 CONTROL = ("rope-continued", "none (fine-tuned)", None)
 WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
-
-
-def bullet(*sentences: str) -> str:
-    """A list item, wrapped at the reports' width."""
-    return textwrap.fill(" ".join(s for s in sentences if s), WIDTH, initial_indent="- ", subsequent_indent="  ",
-                         break_long_words=False, break_on_hyphens=False)
 
 
 def span(values, pattern: str = "{:.2f}") -> str:

@@ -24,6 +24,12 @@ def paragraph(*sentences: str) -> str:
     return textwrap.fill(" ".join(s for s in sentences if s), WIDTH, break_long_words=False, break_on_hyphens=False)
 
 
+def bullet(*sentences: str) -> str:
+    """A list item: sentences joined and wrapped like a paragraph, its lines after the first indented by two."""
+    return textwrap.fill(" ".join(s for s in sentences if s), WIDTH, initial_indent="- ", subsequent_indent="  ",
+                         break_long_words=False, break_on_hyphens=False)
+
+
 def percent(a: float, b: float) -> str:
     """How far a lies from b, in whole percent of b, without a sign ("8%")."""
     return f"{abs(100 * (a / b - 1)):.0f}%"

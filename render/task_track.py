@@ -9,7 +9,6 @@ import functools
 import json
 import math
 import statistics
-import textwrap
 from pathlib import Path
 from typing import Callable
 
@@ -18,7 +17,7 @@ import numpy as np
 from config import Config, load_config
 from data.tasks import FILLER_TARGETS, FOLLOW
 from data.tasks import TASKS as TASKS_OF
-from render.prose import WIDTH, claim, listed, number, paragraph
+from render.prose import bullet, claim, listed, number, paragraph
 from render.rows import curve_label, previous_rows
 from render.tasks import interval, learned, pooled
 
@@ -66,12 +65,6 @@ def ranges(numbers) -> str:
 def rate(x: float) -> str:
     """A learning rate as the page writes it: 3e-3."""
     return f"{x:.0e}".replace("e-0", "e-")
-
-
-def bullet(*sentences: str) -> str:
-    """A list item wrapped at the reports' width, its lines after the first indented by two."""
-    return textwrap.fill(" ".join(s for s in sentences if s), WIDTH, initial_indent="- ", subsequent_indent="  ",
-                         break_long_words=False, break_on_hyphens=False)
 
 
 def learned_step(curve: dict[int, float]) -> int | None:

@@ -8,12 +8,11 @@ from __future__ import annotations
 import math
 import re
 import statistics
-import textwrap
 from pathlib import Path
 from typing import Callable
 
 from config import Config, load_config
-from render.prose import WIDTH, claim, paragraph
+from render.prose import bullet, claim, paragraph
 from render.rows import previous_rows, relative_to_nope
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,12 +80,6 @@ def seeds_named(flags: list[bool], seeds: list[int]) -> str:
     named = [str(s) for s, f in zip(seeds, flags) if f]
     return ("seed " if len(named) == 1 else "seeds ") + (named[0] if len(named) == 1 else
                                                         ", ".join(named[:-1]) + " and " + named[-1])
-
-
-def bullet(*sentences: str) -> str:
-    """A list item: sentences joined and wrapped like a paragraph, continuation lines indented under the text."""
-    return textwrap.fill(" ".join(s for s in sentences if s), WIDTH, initial_indent="- ", subsequent_indent="  ",
-                         break_long_words=False, break_on_hyphens=False)
 
 
 # ----------------------------------------------------------------------------- the rows

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Callable
 
 from config import ArgumentParser, UserError, run_cli
-from render import (extrapolation, gpu_study, heads, model_report, passkey, probe, smollm2, task_track, tasks,
-                    text_study)
+from render import (bench_report, extrapolation, gpu_study, heads, model_report, passkey, probe, smollm2, task_track,
+                    tasks, text_study)
 from render.prose import FalseClaim
 from render.rows import curves, previous_rows, spread
 
@@ -144,7 +144,7 @@ BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
         ("rope", DYNAMIC_YARN, "rope", "dynamic-yarn (s = T/L)"), *TEXT_STUDY[3:],
         *[(run, label, run, label) for run, label, _, _ in FINE_TUNES]], digits=2)},
 }
-for module in (text_study, task_track, gpu_study, smollm2):  # the pages' measured paragraphs, each from its module
+for module in (text_study, task_track, gpu_study, smollm2, bench_report):  # the pages' measured paragraphs
     for page, blocks in module.BLOCKS.items():
         BLOCKS.setdefault(page, {}).update(blocks)
 BLOCK = re.compile(r"(<!-- rendered: (\S+) -->\n).*?(\n<!-- /rendered -->)", re.S)

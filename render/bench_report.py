@@ -1,0 +1,265 @@
+"""The measured GPU prose of reports/bench/README.md, rendered by `make reports` from the committed measurements in
+reports/bench/gpu: the profiles (profile.json, before-rope-table/ and alibi/; modes/reduce-overhead/profile.md, whose
+profile.json did not come back), the bench tables' rows (bench.json of the H100 calls and the H200's peer/ and biases/),
+the CUDA tests' output, the MiniMind epoch's log and the H200's first-call log. A comparative sentence is written only
+while its predicate holds (render.prose). The bench tables (bench.md) are not rendered again (render.reports, LEFT_OUT).
+Not in any committed file, so written here: the 64 decoded tokens, the H100's bf16 peak and the 45% and 90% aims."""
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from pathlib import Path
+from typing import Callable
+
+from render.prose import bullet, claim, number
+
+DECODED = 64  # speed.bench times the last 64 tokens of each context
+PEAK = 989e12  # the H100's bf16 FLOP/s (speed.bench's peak table)
+AIM_MFU, AIM_BIASES = 0.45, 0.9
+WORDS = {3: "three"}
+
+
+def kernel_ms(profile: dict, *words: str) -> float:
+    """CUDA ms a step of the kernels whose names hold any of `words`."""
+    return sum(k["ms"] for k in profile["top"] if any(w in k["name"] for w in words)) / profile["steps"]
+
+
+def after_evaluations(profile: dict) -> list[float]:
+    """Tokens/s after each evaluation pass over tokens/s before the first."""
+    before, *after = profile["evaluations"]
+    return [e["tokens_per_s"] / before["tokens_per_s"] for e in after]
+
+
+class Gpu:
+    """The committed GPU measurements, read from reports/bench/gpu."""
+
+    def __init__(self, reports: Path):
+        self.folder = folder = reports / "bench" / "gpu"
+        load = lambda name: json.loads((folder / name).read_text())  # noqa: E731
+        self.profile, self.before, self.alibi = (load(f"{p}profile.json") for p in ("", "before-rope-table/", "alibi/"))
+        self.bench, self.decode, self.peer = (load(f"{p}bench.json") for p in ("", "decode/", "peer/"))
+        self.h200 = {name: load(f"h200/{name}/bench.json") for name in ("peer", "biases")}
+        p = self.profile
+        self.span = p["span_ms"] / p["steps"]
+        self.ms = {k: v * self.span for k, v in p["shares"].items()}  # ms a step of each kernel category
+        self.at_peak = 6 * p["params"] * p["batch_size"] * p["seq_len"] / PEAK * 1e3  # the products at peak, ms
+        self.now = after_evaluations(p)
+        self.alibi_share = self.alibi["tokens_per_s"] / p["tokens_per_s"]
+        self.decoding = [g["tokens_per_s"] for g in self.decode["rows"][0]["generation"]]
+        self.grown = [g["tokens_per_s"] for g in self.bench["rows"][0]["generation"]]
+        biases = {r["position"]: r for r in self.h200["biases"]["rows"]}
+        self.biases = {p: biases[p]["train_tokens_per_s"] / biases["rope"]["train_tokens_per_s"]
+                       for p in ("t5", "kerple", "fire")}
+        self.bias_rows = biases
+        [self.peer_decoding] = self.h200["peer"]["peer_decoding"]["rows"]
+
+    def minimind(self) -> tuple[str, dict[int, int]]:
+        """The epoch's final validation perplexity as logged, and {step: tokens/s of the 10 steps to it}."""
+        log = (self.folder / "minimind-26m-epoch.log").read_text()
+        rate = {int(s): int(r) for s, r in re.findall(r"step (\d+)/403 \| .* \| tok_s (\d+)", log)}
+        return re.findall(r"step 403: .* val ppl ([\d.]+)", log)[0], rate
+
+    def reduce_overhead(self) -> tuple[str, tuple[str, str, str], str, str]:
+        """modes/reduce-overhead/profile.md: its header, (tokens/s, step ms, MFU %), idle %, span ms."""
+        text = (self.folder / "modes/reduce-overhead/profile.md").read_text()
+        step = re.search(r"^\| ([\d,]+) \| ([\d.]+) ms \| ([\d.]+)% \|$", text, re.M).groups()
+        idle = re.search(r"^\| idle gaps \(no kernel running\) \| ([\d.]+)% \|", text, re.M)[1]
+        return text.splitlines()[2], step, idle, re.search(r"shares of the span \(([\d.]+) ms\)", text)[1]
+
+
+def h100(reports: Path) -> str:
+    """The H100's first three device calls: the CUDA tests, the profiles, MiniMind's epoch and batch-1 decoding."""
+    g = Gpu(reports)
+    p, b = g.profile, g.before
+    passed, seconds = re.search(r"(\d+) passed in ([\d.]+)s", (g.folder / "cuda-tests.txt").read_text()).groups()
+    recomputed = all("cos" in k["name"] for k in b["top"] if "stack" in k["name"])
+    table = not any("cos" in k["name"] or "sin_" in k["name"] for k in p["top"])
+    two = all(sum("stack" in k["name"] for k in x["top"]) == 2 for x in (p, b))
+    ppl, rate = g.minimind()
+    windows = [rate[s] for s in range(20, 401, 10) if s not in (110, 210, 310)]  # not compiling, no checkpoint
+    first, third = [rate[s] for s in range(20, 101, 10)], [rate[s] for s in range(320, 401, 10)]
+    after_eval = [rate[s] for s in (110, 210, 310)]
+    L = g.decode["seq_len"]
+    m1, m8 = (x["multiple"] for x in g.decode["rows"][0]["generation"])
+    clean = all(e["graphs"] == 0 and e["device_allocs"] == 0 for e in p["evaluations"])
+    return "\n".join([
+        bullet(f"**CUDA tests** (`python3 -m pytest tests/test_cuda.py`): {passed} passed in {float(seconds):.0f} s "
+               "(`gpu/cuda-tests.txt`), the static-cache decoding tests among them."),
+        bullet("**The compiled step on GPT-2 small's shape** (`make gpu-profile`, `gpu/profile.md`): RoPE "
+               f"**{number(p['tokens_per_s'])} tokens/s, {p['step_ms']:.1f} ms a step, {100 * p['mfu']:.1f}% MFU**.",
+               "The same command a call earlier, before RoPE's cos and sin were read from a table "
+               f"(`gpu/before-rope-table/profile.md`): {number(b['tokens_per_s'])} tokens/s, {100 * b['mfu']:.1f}%;",
+               claim(recomputed and two, "its top kernels showed inductor recomputing cos and sin inside every layer's "
+                                         f"rotation (two kernels, {kernel_ms(b, 'stack'):.2f} ms a step)."),
+               claim(table and p["tokens_per_s"] > b["tokens_per_s"],
+                     f"Now the two rotation kernels take {kernel_ms(p, 'stack'):.2f} ms a step, and the step is "
+                     f"**{p['tokens_per_s'] / b['tokens_per_s']:.3f}x** as fast"),
+               "(two calls on two starts of the machine, not one paired run). The table (`model/positions.py`, `Rope`) "
+               "holds positions 0 to max_seq_len - 1, bit for bit the numbers computed per forward, so the committed "
+               "CPU results are unchanged (`tests/test_model.py`)."),
+        bullet("**ALiBi** (`python3 -m speed.profile --config configs/gpt2-124m.yaml model.position.type=alibi`,",
+               f"`gpu/alibi/profile.md`): {number(g.alibi['tokens_per_s'])} tokens/s, {100 * g.alibi['mfu']:.1f}% MFU,",
+               claim(g.alibi["position"] == "alibi" and p["position"] == "rope",
+                     f"through FlexAttention: **{100 * g.alibi_share:.1f}% of RoPE's tokens/s**.")),
+        bullet(f"**Training after evaluation** (`gpu/profile.md`): {g.now[0]:.3f}, {g.now[1]:.3f} and {g.now[2]:.3f} "
+               f"of the tokens/s before, after each of {WORDS[len(g.now)]} evaluation passes run as train.py runs "
+               "them,",
+               claim(clean, "with no graph built and no new device allocation"),
+               "(the call before: " + ", ".join(f"{r:.3f}" for r in after_evaluations(b)) + ")."),
+        bullet("**One epoch of configs/minimind-26m.yaml** (`make gpu-minimind`, `gpu/minimind-26m-epoch.log`): "
+               f"validation perplexity {ppl}. Its 10-step tokens/s windows vary from {min(windows) / 1e6:.2f}M to "
+               f"{max(windows) / 1e6:.2f}M all through the run (leaving out the first, which compiles, and the three "
+               "below):",
+               claim(statistics.mean(third) >= statistics.mean(first),
+                     f"a mean of {statistics.mean(first) / 1e6:.2f}M before the first evaluation (steps 20-100) and "
+                     f"{statistics.mean(third) / 1e6:.2f}M after the third (steps 320-400), so the run does not slow "
+                     "down after evaluating."),
+               claim(max(after_eval) < min(windows),
+                     "The three windows right after an evaluation (steps 110, 210, 310: "
+                     + ", ".join(f"{r / 1e6:.2f}M" for r in after_eval) + ") counted the checkpoint saved after it;"),
+               "train.py now restarts its clock after a checkpoint too (`tests/test_train.py`), so tokens/s counts "
+               "training steps only. The earlier log's \"drop after the first evaluation\" was this spread and that "
+               "window."),
+        bullet("**Batch-1 decoding** (`python3 -m speed.bench --config configs/gpt2-124m.yaml --positions rope "
+               f"--multiples 1,8`, `gpu/decode/bench.md`): through the static cache, compiled with CUDA graphs, "
+               f"**{number(g.decoding[0])} tokens/s** for the last {DECODED} tokens of {number(m1 * L)} and "
+               f"**{number(g.decoding[1])}** for the last {DECODED} of {number(m8 * L)},",
+               claim(min(g.decoding[i] / g.grown[i] for i in (0, 1)) > 1,
+                     f"against {number(g.grown[0])} and {number(g.grown[1])} when the cache grew by concatenation "
+                     f"(`gpu/bench.md`): {g.decoding[0] / g.grown[0]:.0f}x and {g.decoding[1] / g.grown[1]:.0f}x."))])
+
+
+def cuda_graphs(reports: Path) -> str:
+    """The later lease's profile in torch.compile's reduce-overhead mode."""
+    g = Gpu(reports)
+    p = g.profile
+    header, (tps, step, mfu), idle, span = g.reduce_overhead()
+    same = "compile=True (reduce-overhead mode)" in header and p["device"] in header
+    return bullet(
+        "**CUDA graphs** (`python3 -m speed.profile --config configs/gpt2-124m.yaml run.compile_mode=reduce-overhead "
+        "--evaluations 0`, `gpu/modes/reduce-overhead/profile.md`):",
+        claim(same, f"**{tps} tokens/s, {step} ms a step, {mfu}% MFU**, against {number(p['tokens_per_s'])} and "
+                    f"{100 * p['mfu']:.1f}% in the default mode (`gpu/profile.md`, another machine start: not a paired "
+                    "run)."),
+        claim(float(idle) < 100 * p["shares"]["idle"] / 3 and int(tps.replace(",", "")) < p["tokens_per_s"],
+              f"Under the profiler the idle gaps fall from {100 * p['shares']['idle']:.1f}% to {idle}% of the span "
+              f"({p['span_ms']:.1f} to {span} ms for {p['steps']} steps), but the step timed without the profiler "
+              "does not gain:"),
+        "the gaps were mostly the profiler's own launch cost, and the unprofiled step is already bound by its kernels. "
+        "CUDA graphs are not the way to 45%.")
+
+
+def earlier(reports: Path) -> str:
+    """The first calls, before the RoPE table: training, the peer, evaluation at 32x L."""
+    g = Gpu(reports)
+    rope, alibi = g.bench["rows"]
+    peer = g.peer["peer"]
+    at_32x = {r["position"]: next(e for e in r["eval"] if e["multiple"] == 32) for r in g.bench["rows"]}
+    length = at_32x["rope"]["length"]
+    return "\n".join([
+        bullet(f"**Training** (`gpu/bench.md`): RoPE {number(rope['train_tokens_per_s'])} tokens/s, "
+               f"{100 * rope['mfu']:.1f}% MFU (before the real-valued rotation on CUDA); ALiBi "
+               f"{number(alibi['train_tokens_per_s'])}, {100 * alibi['mfu']:.1f}%."),
+        bullet(claim(peer["ratio"] > 1,
+                     "**Against transformers' Llama of the same shape** (`gpu/peer/bench.md`): ours "
+                     f"**{peer['ratio']:.2f}x** in model FLOP/s (rounds "
+                     + ", ".join(f"{r:.2f}" for r in peer["round_ratios"])
+                     + f"; {number(peer['ours_tokens_per_s'])} against {number(peer['train_tokens_per_s'])} tokens/s, "
+                     "the peer with its SDPA attention, both compiled).")),
+        bullet(f"**Evaluation at {length // g.bench['seq_len']}x L** ({number(length)} tokens, batch 1, compiled "
+               f"model): no out-of-memory; RoPE {number(at_32x['rope']['tokens_per_s'])} tokens/s at "
+               f"{number(at_32x['rope']['peak_mib'])} MiB, ALiBi {number(at_32x['alibi']['tokens_per_s'])} tokens/s at "
+               f"{number(at_32x['alibi']['peak_mib'])} MiB (through FlexAttention, no T x T scores).")])
+
+
+def h200(reports: Path) -> str:
+    """The H200's two runs: decoding against transformers, the learned biases, RoPE's step."""
+    g = Gpu(reports)
+    row, training = g.peer_decoding, g.h200["peer"]["peer"]
+    log = (g.folder / "h200/biases/first-call.log").read_text()
+    required, limit = re.search(r"flex_attention\S* Required: (\d+) Hardware limit:\s*(\d+)", log).groups()
+    rope = g.bias_rows["rope"]
+    decoding = [r["generation"][0]["tokens_per_s"] for r in g.bias_rows.values()]
+    steps = [next(r for r in g.h200[n]["rows"] if r["position"] == "rope") for n in ("peer", "biases")]
+    L = g.h200["peer"]["seq_len"]
+    return "\n".join([
+        bullet("**Decoding against transformers** (`python3 -m speed.bench --config configs/gpt2-124m.yaml "
+               "--positions rope --multiples 1 --decode-multiples 1 --peer transformers`, `gpu/h200/peer/bench.md`): "
+               f"batch 1, greedy, the last {DECODED} tokens of {number(row['multiple'] * L)}, in turns on the same "
+               "weights: ours through `generate.py --compile`'s static cache with bf16 matrices "
+               f"**{number(row['ours_tokens_per_s'])} tokens/s**, transformers' `generate` (static cache, compiled "
+               "with "
+               f"reduce-overhead) on the model exported to Llama in bf16 **{number(row['peer_tokens_per_s'])} "
+               "tokens/s**:",
+               claim(g.h200["peer"]["device"] == "NVIDIA H200" and row["ratio"] >= 1.5,
+                     f"**{row['ratio']:.2f}x** (the target was 1.5x)."),
+               f"In the same run ours trains at **{training['ratio']:.2f}x** transformers' Llama in model FLOP/s "
+               "(rounds " + ", ".join(f"{r:.2f}" for r in training["round_ratios"]) + ")."),
+        bullet("**The learned biases** (`make gpu-bench-biases`, `gpu/h200/biases/bench.md`).",
+               claim("bench: t5 training" in log, "The first call stopped at t5:"),
+               "once a FlexAttention score_mod reads a bias table, inductor's default sm90 blocks for bf16 at head "
+               f"size 64 (128 x 128, 3 stages) asked for {number(int(required))} bytes of shared memory where there "
+               f"are {number(int(limit))} (`gpu/h200/biases/first-call.log`). Such calls now take blocks of 64 keys in "
+               "the forward (`model/attention.py`, `TABLE_KERNEL_OPTIONS`; a CUDA test compiles t5 and FIRE at that "
+               "shape).",
+               claim(max(g.biases.values()) < AIM_BIASES,
+                     f"Then, in one run: RoPE {number(rope['train_tokens_per_s'])} tokens/s ({100 * rope['mfu']:.1f}% "
+                     f"MFU), t5 **{100 * g.biases['t5']:.1f}%** of it, kerple **{100 * g.biases['kerple']:.1f}%**, "
+                     "FIRE "
+                     f"**{100 * g.biases['fire']:.1f}%**, below the {100 * AIM_BIASES:.0f}% aimed at."),
+               "RoPE runs SDPA's cuDNN flash kernel; the learned biases run FlexAttention, which reads a tile of the "
+               "(heads, T, S) bias table with each block of keys and sums the table's gradient over the batch by "
+               "atomic adds.",
+               claim(max(decoding) / min(decoding) < 1.05,
+                     f"Batch-1 decoding through the static cache is level: {number(min(decoding))} to "
+                     f"{number(max(decoding))} tokens/s for all four.")),
+        bullet(claim(max(r["mfu"] for r in steps) < AIM_MFU,
+                     f"**RoPE's step** in the two runs: {number(steps[0]['train_tokens_per_s'])} and "
+                     f"{number(steps[1]['train_tokens_per_s'])} tokens/s, {100 * steps[0]['mfu']:.1f}% and "
+                     f"{100 * steps[1]['mfu']:.1f}% MFU (`speed.bench`'s 10 timed steps), still below "
+                     f"{100 * AIM_MFU:.0f}%."))])
+
+
+def left(reports: Path) -> str:
+    """"What these numbers say": where the step goes, decoding, training after evaluation."""
+    g = Gpu(reports)
+    p, ms = g.profile, g.ms
+    step_at_aim = p["step_ms"] * p["mfu"] / AIM_MFU
+    rest = ms["attention"] + ms["elementwise and other"]
+    kernels = [("SwiGLU's activation forward and backward", ("silu",)), ("the norms", ("rms_norm",)),
+               ("the loss over 32,768 classes", ("log_softmax",)),
+               ("the optimizer and gradient clipping", ("multi_tensor_apply",)), ("the rotation", ("stack",))]
+    return "\n".join([
+        bullet(claim(p["mfu"] < AIM_MFU, f"**MFU {100 * p['mfu']:.1f}%, not the {100 * AIM_MFU:.0f}% we aim at.**"),
+               claim(abs(sum(p["shares"].values()) - 1) < 1e-3,  # each kernel counted once (streams overlap a little)
+                     f"A step is {p['step_ms']:.1f} ms; of the profiled span ({g.span:.1f} ms a step under the "
+                     f"profiler) the matrix products take {ms['matmul']:.1f} ms, attention {ms['attention']:.1f} ms, "
+                     f"the other kernels {ms['elementwise and other']:.1f} ms and idle gaps {ms['idle']:.1f} ms "
+                     "(`gpu/profile.md`)."),
+               claim(ms["matmul"] > g.at_peak and step_at_aim - ms["matmul"] < rest,
+                     f"The products alone are already {ms['matmul'] / g.at_peak:.1f}x the {g.at_peak:.1f} ms they "
+                     f"would take at the H100's bf16 peak, so {100 * AIM_MFU:.0f}% (a {step_at_aim:.1f} ms step) would "
+                     f"leave about {step_at_aim - ms['matmul']:.1f} ms for attention and everything else, which take "
+                     f"{rest:.1f} ms now."),
+               "The other kernels are each close to memory bound: "
+               + ", ".join(f"{what} ({kernel_ms(p, *words):.1f} ms)" for what, words in kernels) + ".",
+               "What is left needs fewer passes over memory, not faster kernels: norms and activations fused into the "
+               "products' epilogues, a fused linear + cross-entropy. Not done."),
+        bullet(claim(min(g.decoding) >= 1000 and g.peer_decoding["ratio"] > 1,
+                     "**Decoding meets 1,000 tokens/s** at 1x and 8x L on the H100, and is "
+                     f"**{g.peer_decoding['ratio']:.2f}x** transformers' compiled static-cache `generate` on the H200 "
+                     "(above)."),
+               f"The H100's {number(g.decoding[0])} tokens/s were decoded with float32 weights under autocast, every "
+               "compiled step casting each weight matrix to bf16 again; a run now decodes on CUDA with its matrices "
+               "held in bf16 once (`generate.for_decoding`: the same logits bit for bit, `tests/test_model.py`), and "
+               "`generate.py` decodes under bf16 autocast on CUDA, where it had run in float32."),
+        bullet(claim(max(abs(1 - r) for r in g.now) <= 0.003,
+                     "**Training after evaluation holds** its tokens/s within 0.3% "
+                     f"({WORDS[len(g.now)]} passes, `gpu/profile.md`)."))])
+
+
+# {page: {block name: its rendering from the reports folder}} (render.reports merges these)
+BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {"reports/bench/README.md": {
+    "bench-h100": h100, "bench-cuda-graphs": cuda_graphs, "bench-earlier": earlier, "bench-h200": h200,
+    "bench-left": left}}

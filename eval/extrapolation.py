@@ -98,6 +98,10 @@ from render.rows import curve_label, previous_rows
 
 DEFAULT_LENGTHS = "256,512,1024,2048,4096"
 DEFAULT_MAX_TOKENS = 32768
+# A context method past this many tokens reads each window through the KV cache this many queries at a time: its
+# (queries x keys) scores and masks for a whole 32,768-token window took SmolLM2 past 20 GB (killed on a 23 GiB
+# machine). The cached path gives the full pass's logits (tests/test_context.py).
+QUERY_CHUNK = 4096
 N_BUCKETS = 8  # position buckets of loss_by_position
 
 
@@ -196,10 +200,12 @@ class Evaluator:
         if not windows:
             return {"note": f"no {self.split} document is longer than {self.span or n} tokens"}
         batch = self.batch_size or max(1, TOKENS_PER_FORWARD // n)
+        parts = (decode_from, self.decode_chunk)
+        if decode_from is None and getattr(model, "context_method", None) is not None and n > QUERY_CHUNK:
+            parts = (QUERY_CHUNK, QUERY_CHUNK)
         with PeakMemory(self.device) as memory:
             t0 = time.perf_counter()
-            loss_sum, count = token_losses(model, data, windows, n, batch, self.device, decode_from,
-                                           self.decode_chunk)
+            loss_sum, count = token_losses(model, data, windows, n, batch, self.device, *parts)
             seconds = time.perf_counter() - t0
         tokens = int(count.sum())
         nll = float(loss_sum.sum()) / tokens

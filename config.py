@@ -139,12 +139,23 @@ class DataConfig:
     test_fraction: float = 0.07
     max_documents: int | None = None  # cap per split, for large hf: datasets
     text_field: str = "text"  # the column (.parquet, hf:) or field (.jsonl) holding each document
+    # Task sources only (data/tasks.py): a start token of its own before every sequence (needs data.vocab_size 163),
+    # and a curriculum over distance, [D, S]: training facts within D tokens of the token that asks for them at
+    # step 0, a bound growing linearly to the whole sequence by step S (validation places facts anywhere).
+    start_token: bool = False
+    curriculum: list[int] | None = None
 
     def validate(self) -> None:
         check(bool(self.source), "data.source", "shakespeare, a local file, folder or glob, hf:NAME[:CONFIG] or tasks",
               self.source)
         if is_task_source(self.source):
+            if self.curriculum is not None:
+                check(len(self.curriculum) == 2 and all(isinstance(v, int) and v > 0 for v in self.curriculum),
+                      "data.curriculum", "[D, S]: positive integers, a distance and a step", self.curriculum)
             return  # the task vocabulary's rule is data/tasks.py's; the text-only keys do not apply
+        for key in ("start_token", "curriculum"):
+            check(getattr(self, key) in (False, None), f"data.{key}", "unset for a text source (tasks only)",
+                  getattr(self, key))
         check(self.vocab_size >= 260, "data.vocab_size", "above 259 (256 byte tokens + unk, bos, eos)",
               self.vocab_size)
         for key in ("val_fraction", "test_fraction"):

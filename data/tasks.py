@@ -55,7 +55,8 @@ PAIRS = 66                    # 66 + 4 * key + value: a key and one of 4 values 
 PASSES = 130                  # 130 + value: the passkey marker and one of 16 values in one token
 ASKS = np.arange(146, 162)    # recall1's questions: key k asked by ASKS[k], not by KEYS[k] as recall asks it
 VOCAB_SIZE = 162
-IS_FILLER = np.isin(np.arange(VOCAB_SIZE), FILLER)  # by token id: one lookup instead of np.isin per sequence
+START = 162                   # data.start_token: a token of its own before every sequence (vocabulary 163)
+IS_FILLER = np.isin(np.arange(START + 1), FILLER)  # by token id: one lookup instead of np.isin per sequence
 
 VAL_SEED = 987_654_321  # validation sequences: the same for every run and seed
 FOLLOW = 0.75  # share of filler tokens that continue their chain
@@ -232,10 +233,15 @@ def task_names(source: str) -> list[str]:
     return list(task_mix(source))
 
 
-def sample(task: str, n_tokens: int, seed: int, index: int, distances: tuple[int, int] | None = None) -> Sample:
-    """One sequence of `n_tokens`, a pure function of its arguments."""
+def sample(task: str, n_tokens: int, seed: int, index: int, distances: tuple[int, int] | None = None,
+           start_token: bool = False) -> Sample:
+    """One sequence of `n_tokens`, a pure function of its arguments; with `start_token`, the task's sequence of
+    n_tokens - 1 behind START (a fixed first token: a head attending evenly over the prefix gives it the share
+    1/(t+1) at position t, a position a model without one can read)."""
     rng = np.random.default_rng([seed, index, list(TASKS).index(task), n_tokens, *(distances or ())])
-    s = TASKS[task].make(rng, n_tokens, distances)
+    s = TASKS[task].make(rng, n_tokens - start_token, distances)
+    if start_token:
+        s = Sample(np.concatenate([[START], s.tokens]), s.answers + 1, s.facts + 1)
     chosen = (rng.random(n_tokens) < FILLER_TARGETS) & IS_FILLER[s.tokens]
     s.filler_targets = np.flatnonzero(chosen[1:]) + 1  # the first token has nothing before it to predict it
     return s
@@ -257,26 +263,39 @@ class TaskData:
 
     def __init__(self, cfg: DataConfig):
         mix = task_mix(cfg.source)
+        self.start_token, self.curriculum = cfg.start_token, cfg.curriculum
         self.tasks = list(mix)
         weights = np.array(list(mix.values()))
         # None: uniform; else the cumulative weights, as Generator.choice(p=...) builds them at every call
         self.cdf = None if (weights == weights[0]).all() else np.cumsum(weights / weights.sum())
         if self.cdf is not None:
             self.cdf /= self.cdf[-1]
-        if cfg.vocab_size < VOCAB_SIZE:
-            raise UserError(f"data.vocab_size must be at least {VOCAB_SIZE} for task sources (their vocabulary), "
-                            f"got {cfg.vocab_size}")
+        needed = VOCAB_SIZE + cfg.start_token
+        if cfg.vocab_size < needed:
+            raise UserError(f"data.vocab_size must be at least {needed} for task sources (their vocabulary"
+                            f"{', with the start token' if cfg.start_token else ''}), got {cfg.vocab_size}")
 
     def batch(self, batch_size: int, seq_len: int, seed: int, step: int, micro_step: int = 0,
               micro_steps: int = 1, rank: int = 0, world_size: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
         """Sequences of the global batch's slice (micro_step, rank), each a task chosen at random: the
         same global batch whatever the split over processes and micro-steps (see TokenData.batch)."""
         first = (micro_step * world_size + rank) * batch_size
+        distances = self.distances_at(step, seq_len + 1)
         samples = []
         for index in range(first, first + batch_size):
             global_index = step * batch_size * micro_steps * world_size + index
-            samples.append(sample(self.task_at(seed, global_index), seq_len + 1, seed, global_index))
+            samples.append(sample(self.task_at(seed, global_index), seq_len + 1, seed, global_index, distances,
+                                  self.start_token))
         return to_batch(samples, filler_targets=True)
+
+    def distances_at(self, step: int, n_tokens: int) -> tuple[int, int] | None:
+        """data.curriculum's bound on the training facts' distances at `step`: (0, D) at step 0, growing linearly
+        to the whole sequence at step S; None (facts anywhere) from there on, or without a curriculum."""
+        if self.curriculum is None:
+            return None
+        start, steps = self.curriculum
+        bound = round(start + (n_tokens - start) * step / steps)
+        return (0, bound) if bound < n_tokens - 1 else None
 
     def task_at(self, seed: int, global_index: int) -> str:
         """The task of a training sequence, drawn in proportion to the mix's weights."""
@@ -289,7 +308,7 @@ class TaskData:
         """Fixed (task, x, y) batches, the same number of sequences for each task, about max_tokens in all."""
         for task in self.tasks:
             spec = TASKS[task]
-            needed = spec.question_len + spec.n_facts * spec.fact_len
+            needed = spec.question_len + spec.n_facts * spec.fact_len + self.start_token
             if seq_len < needed:
                 raise UserError(f"model.max_seq_len {seq_len} is too short for the {task} task, which needs "
                                 f"at least {needed} tokens")
@@ -297,7 +316,8 @@ class TaskData:
         out = []
         for task in self.tasks:
             for i in range(0, per_task, batch_size):
-                samples = [sample(task, seq_len + 1, VAL_SEED, j) for j in range(i, min(per_task, i + batch_size))]
+                samples = [sample(task, seq_len + 1, VAL_SEED, j, start_token=self.start_token)
+                           for j in range(i, min(per_task, i + batch_size))]
                 out.append((task, *to_batch(samples)))
         return out
 

@@ -74,7 +74,7 @@ def attention_weights(model: GPT, x: torch.Tensor) -> tuple[torch.Tensor, list[t
     return logits, weights
 
 
-def look_at_facts(model: GPT, task: str, samples: int, length: int | None = None) -> dict:
+def look_at_facts(model: GPT, task: str, samples: int, length: int | None = None, start_token: bool = False) -> dict:
     """A task's first `samples` validation sequences of `length` tokens (default L): the accuracy on their
     answers, and for each layer and head the mean attention share from the token that asks for an answer to
     the token that holds it; for the induction tasks also the share from the token that holds it to the token
@@ -82,7 +82,7 @@ def look_at_facts(model: GPT, task: str, samples: int, length: int | None = None
     cfg = model.cfg
     induction = TASKS[task].holder == 1  # the answer sits one token after what the asking token matches
     n = length or cfg.max_seq_len
-    drawn = [sample(task, n + 1, VAL_SEED, j) for j in range(samples)]
+    drawn = [sample(task, n + 1, VAL_SEED, j, start_token=start_token) for j in range(samples)]
     per_call = max(1, MAX_WEIGHTS // (cfg.n_layers * cfg.n_heads * n * n))
     right, shares, previous = [], [], []
     for first in range(0, samples, per_call):
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             for task in asked or task_names(run.data.source):
                 rows.append({"run": run.name, "seed": run.seed, "position": run.position, "task": task,
                              **({} if args.length is None else {"length": args.length}),
-                             **look_at_facts(model, task, args.samples, args.length)})
+                             **look_at_facts(model, task, args.samples, args.length, run.data.start_token)})
         return rows
 
     with held:

@@ -134,7 +134,7 @@ class TaskEvaluator:
         applicable = limit is None or n <= limit
         key = (self.models.key, task, n, m.decode_from)
         if applicable and key not in self.done:  # every band of the length in one pass, fewer decoding steps
-            samples = [sample(task, n + 1, EVAL_SEED, i, band) for band in bands(n, run.train_length)
+            samples = [sample(task, n + 1, EVAL_SEED, i, band, run.data.start_token) for band in bands(n, run.train_length)
                        for i in range(self.samples)]
             self.done[key] = answer_scores(model, samples, m.decode_from, self.decode_chunk, self.device)
         rows = []

@@ -22,6 +22,7 @@ from data.tasks import (
     PAIRS,
     PASSES,
     QUERY,
+    START,
     TASKS,
     VALUES,
     VOCAB_SIZE,
@@ -183,6 +184,37 @@ def test_a_global_batch_is_the_same_however_it_is_split():
              for m in range(2) for r in range(2)]
     assert torch.equal(torch.cat([p[0] for p in parts]), whole_x)
     assert torch.equal(torch.cat([p[1] for p in parts]), whole_y)
+
+
+def test_a_start_token_puts_the_same_task_behind_a_token_of_its_own():
+    """data.start_token (recipe-search row 68): every sequence, training and validation, is the task's sequence one
+    token shorter behind START, its answers and facts one place later, its distances unchanged."""
+    for i in range(20):
+        started = sample("recall", 129, 5, i, start_token=True)
+        assert started.tokens[0] == START and (started.tokens[1:] != START).all() and len(started.tokens) == 129
+        assert (started.tokens[started.answers] == started.tokens[started.facts]).all() and started.facts.min() >= 2
+        assert (started.tokens[started.facts - 1] == started.tokens[started.answers - 1]).all()  # the key, asked
+    data = TaskData(DataConfig(source="tasks", vocab_size=VOCAB_SIZE + 1, start_token=True))
+    x, _ = data.batch(8, 64, seed=1, step=0)
+    assert (x[:, 0] == START).all() and (x[:, 1:] != START).all()
+    assert all((vx[:, 0] == START).all() for _, vx, _ in data.validation(64, 4096, 8))
+
+
+def test_a_curriculum_bounds_the_training_distances_and_lets_go_at_its_last_step():
+    """data.curriculum [D, S] (recipe-search rows 73-74): training facts within D tokens of the token that asks at
+    step 0, within a bound growing linearly to the whole sequence by step S, then anywhere: the batches of a run
+    without a curriculum, whose validation is the same throughout."""
+    data = TaskData(DataConfig(source="tasks", vocab_size=VOCAB_SIZE, curriculum=[32, 4000]))
+    plain = TaskData(DataConfig(source="tasks", vocab_size=VOCAB_SIZE))
+    assert data.distances_at(0, 129) == (0, 32) and data.distances_at(2000, 129) == (0, 80)
+    assert data.distances_at(3990, 129) is None and data.distances_at(8000, 129) is None
+    for step, bound in [(0, 32), (2000, 80)]:
+        tasks = [data.task_at(1, step * 16 + i) for i in range(16)]
+        drawn = [sample(t, 129, 1, step * 16 + i, (0, bound)) for i, t in enumerate(tasks)]
+        assert max(s.distances.max() for s in drawn) <= bound
+        assert torch.equal(data.batch(16, 128, seed=1, step=step)[0], to_batch(drawn)[0])
+    assert torch.equal(data.batch(16, 128, seed=1, step=4000)[0], plain.batch(16, 128, seed=1, step=4000)[0])
+    assert all(torch.equal(a[1], b[1]) for a, b in zip(data.validation(128, 8192, 16), plain.validation(128, 8192, 16)))
 
 
 def test_task_sources_and_their_vocabulary_are_checked():

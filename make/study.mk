@@ -1,11 +1,12 @@
 # The text study (reports/extrapolation): its runs, evaluation, probes, passkey map and context methods.
 # Included by the Makefile (its settings: PY, RUN_PY, RESUME ...); `make help` lists the targets.
 
-# The study behind the README's results: eight encodings and three RoPE variants (half the head
-# rotated, base 1e5, base 1e6) trained alike (configs/study.yaml, L = 128) for each of SEEDS seeds;
-# the RoPE run extended to 4x with PI, with YaRN, and without scaling (the control); RoPE and ALiBi
-# trained with randomized positions, RoPE with PoSE, and RoPE continued with PoSE; everything
-# evaluated at 1x-16x on held-out plays, plus the context-use probes.
+# The study behind the README's results: nine encodings and five RoPE variants (half the head
+# rotated, base 1e5, base 1e6, p-RoPE's lowest quarter of the frequencies unrotated, RNoPE-SWA's layer
+# pattern) trained alike (configs/study.yaml, L = 128) for each of SEEDS seeds; the RoPE run extended to
+# 4x with PI, with YaRN, and without scaling (the control); RoPE and ALiBi trained with randomized
+# positions, RoPE with PoSE, RoPE continued with PoSE, and RoPE recalibrated without its positions
+# (DroPE); everything evaluated at 1x-16x on held-out plays, plus the context-use probes.
 # Every run is a target of its own (run/SEED/NAME): `make -j2 extrapolation THREADS=1` trains two runs
 # at once, one core each. RESUME=1 keeps the rows already in the report and measures only what it lacks.
 SEEDS ?= 1
@@ -14,10 +15,10 @@ STUDY_CONFIG ?= configs/study.yaml
 EXTEND_CONFIG ?= configs/extend-4x.yaml
 STUDY_LENGTHS ?= 128,256,512,1024,2048
 DATA_OVERRIDE ?=
-ENCODINGS := learned sinusoidal rope alibi nope t5 kerple fire
-VARIANTS := rope-half rope-base1e5 rope-base1e6
+ENCODINGS := learned sinusoidal rope alibi nope t5 kerple fire fox
+VARIANTS := rope-half rope-base1e5 rope-base1e6 p-rope rnope-swa
 EXTENSIONS := rope-pi rope-yarn rope-continued
-POSITION_RUNS := rope-randomized alibi-randomized rope-pose rope-pose-continued
+POSITION_RUNS := rope-randomized alibi-randomized rope-pose rope-pose-continued drope
 RUNS ?= $(ENCODINGS) $(VARIANTS) $(EXTENSIONS) $(POSITION_RUNS)
 # Training positions (train.positions): randomized over 16x L (every evaluated length), PoSE to 4x L,
 # and PoSE continuing the RoPE run at the 4x fine-tunes' steps and tokens (L-token windows, 4x the batch)
@@ -27,6 +28,10 @@ POSE ?= {type: pose, max_position: 512}
 ARGS_rope-half := model.position.type=rope model.position.rotary_fraction=0.5
 ARGS_rope-base1e5 := model.position.type=rope model.position.theta=1e5
 ARGS_rope-base1e6 := model.position.type=rope model.position.theta=1e6
+# p-RoPE (arXiv 2410.06205): the highest 3/4 of the frequencies rotated, the lowest left unrotated
+ARGS_p-rope := model.position.type=rope model.position.kept_frequencies=0.75
+# RNoPE-SWA (arXiv 2501.18795; Llama 4's iRoPE): three RoPE layers over a window of L/4, then one NoPE layer over all
+ARGS_rnope-swa := model.position.type=rope model.position.layer_pattern=rope,rope,rope,nope model.sliding_window=32
 ARGS_rope-pi := "model.position.scaling={type: linear, factor: 4}"
 ARGS_rope-continued := model.position.scaling=null
 ARGS_rope-randomized := model.position.type=rope "train.positions=$(RANDOMIZED)"
@@ -34,7 +39,10 @@ ARGS_alibi-randomized := model.position.type=alibi "train.positions=$(RANDOMIZED
 ARGS_rope-pose := model.position.type=rope "train.positions=$(POSE)"
 ARGS_rope-pose-continued := model.position.scaling=null model.max_seq_len=128 train.batch_size=32 \
 	"train.positions=$(POSE)"
-CONTINUED := $(EXTENSIONS) rope-pose-continued  # runs that continue the seed's RoPE run
+# DroPE (arXiv 2512.12167): the RoPE run's weights recalibrated without positions at L, with the 4x fine-tunes'
+# steps and tokens (L-token windows, 4x the batch)
+ARGS_drope := model.position.type=nope model.position.scaling=null model.max_seq_len=128 train.batch_size=32
+CONTINUED := $(EXTENSIONS) rope-pose-continued drope  # runs that continue the seed's RoPE run
 SEED_NUMBERS ?= $(shell seq 1 $(SEEDS))  # or a list: SEED_NUMBERS="4 5" RESUME=1 adds seeds 4 and 5 to a report
 RUN_TARGETS := $(foreach s,$(SEED_NUMBERS),$(addprefix run/$(s)/,$(RUNS)))
 STUDY_RUNS := $(foreach s,$(SEED_NUMBERS),$(addprefix $(STUDY)/seed$(s)/,$(RUNS)))

@@ -345,3 +345,23 @@ def test_export_refuses_layer_patterns_windows_and_the_temperature():
                 ModelConfig(position=PositionConfig(layer_pattern="rope,nope", nope_temperature=True))):
         with pytest.raises(UserError, match="cannot export model.* transformers' Llama gives every layer the same"):
             check_exportable(cfg)
+
+
+def test_the_studies_name_each_new_method_as_a_run():
+    """make/study.mk's runs of the new methods, in the text study and on the track (STUDY=runs/tasks): the keys each
+    adds, DroPE continuing its seed's RoPE run at L."""
+    import subprocess
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+
+    def command(run, *settings):
+        out = subprocess.run(["make", "-n", "--no-print-directory", f"run/1/{run}", *settings], cwd=root,
+                             capture_output=True, text=True, check=True).stdout.replace("\\\n", " ")
+        return " ".join(next(line for line in out.splitlines() if f"run.name={run} " in line).split())
+    assert "model.position.type=fox" in command("fox")
+    assert "model.position.kept_frequencies=0.75" in command("p-rope")
+    assert "layer_pattern=rope,rope,rope,nope model.sliding_window=32" in command("rnope-swa")
+    drope = command("drope", "STUDY=runs/tasks", "STUDY_CONFIG=configs/tasks.yaml",
+                    "EXTEND_CONFIG=configs/extend-4x-tasks.yaml")
+    assert "--config configs/extend-4x-tasks.yaml train.init_from=runs/tasks/seed1/rope" in drope
+    assert "model.position.type=nope model.position.scaling=null model.max_seq_len=128 train.batch_size=32" in drope

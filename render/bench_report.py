@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 from typing import Callable
 
-from render.prose import bullet, claim, number
+from render.prose import bullet, claim, number, paragraph
 
 DECODED = 64  # speed.bench times the last 64 tokens of each context
 PEAK = 989e12  # the H100's bf16 FLOP/s (speed.bench's peak table)
@@ -260,6 +260,30 @@ def left(reports: Path) -> str:
 
 
 # {page: {block name: its rendering from the reports folder}} (render.reports merges these)
-BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {"reports/bench/README.md": {
+def readme_summary(reports: Path) -> str:
+    """README.md's sentences on the GPU measurements, quoting the page's."""
+    g = Gpu(reports)
+    p = g.profile
+    [at_32x] = [e for e in g.bench["rows"][0]["eval"] if e["multiple"] == 32]
+    L = g.decode["seq_len"]
+    return paragraph(
+        f"On one H100 (bf16, compiled, GPT-2 small's shape): {number(p['tokens_per_s'])} tokens/s, "
+        f"{100 * p['mfu']:.1f}% MFU,",
+        claim(max(abs(1 - r) for r in g.now) <= 0.003, "the same after three evaluations;"),
+        f"ALiBi through FlexAttention at {100 * g.alibi_share:.1f}% of RoPE;",
+        claim(g.peer["peer"]["ratio"] > 1, f"**{g.peer['peer']['ratio']:.2f}x** transformers' Llama"),
+        f"(before RoPE's cos/sin table); evaluation at 32x L in {at_32x['peak_mib'] / 1000:.1f} GB; one MiniMind epoch "
+        f"to perplexity {g.minimind()[0]}. `generate.py --compile` decodes batch 1 through a static KV cache with CUDA "
+        f"graphs at {number(g.decoding[0])} tokens/s (the last {DECODED} tokens of {number(L)}).",
+        claim(g.peer_decoding["ratio"] > 1,
+              f"On one H200 that decoding is **{g.peer_decoding['ratio']:.2f}x** transformers' compiled static-cache "
+              "`generate`,"),
+        f"and t5, kerple and FIRE train at {round(100 * min(g.biases.values()))}-{round(100 * max(g.biases.values()))}% "
+        "of RoPE: "
+        "[reports/bench/README.md](reports/bench/README.md).")
+
+
+BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {"README.md": {"speed-summary": readme_summary},
+                                                       "reports/bench/README.md": {
     "bench-h100": h100, "bench-cuda-graphs": cuda_graphs, "bench-earlier": earlier, "bench-h200": h200,
     "bench-left": left}}

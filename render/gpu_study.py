@@ -444,7 +444,31 @@ def seed_4(reports: Path) -> str:
         claim(all(map(g.alibi_falls, g.seeds)), f"ALiBi's falling line held in all {WORDS[len(g.seeds)]}."))
 
 
+def readme_summary(reports: Path) -> str:
+    """README.md's paragraph on the GPU study: what the page shows, in a few numbers."""
+    g = Study(reports)
+    sin = [g.ratio("sinusoidal", s) for s in g.seeds]
+    rope = [g.ratio("rope", s) for s in g.seeds]
+    passes = [s for s, r, x in zip(g.seeds, rope, sin) if r > x]
+    copies = g.copy_gains()
+    gain = max(r["gain"] for r in copies)
+    within = budget_step({"val_loss_by_step": {step: losses["rope"] for step, losses in g.budget.items()}}, 0.01)
+    lowest = min(g.budget, key=lambda step: g.budget[step]["rope"])
+    return paragraph(
+        f"**On a GPU** ([report](reports/extrapolation-gpu/README.md), seeds {g.seeds[0]}-{g.seeds[-1]}): {PARAMS}M "
+        f"parameters, L = {g.L}, {g.tokens / 1e6:.1f}M tokens a run",
+        claim(within <= g.steps < lowest,
+              "(where validation loss came within 1% of its lowest; the lowest came later)."),
+        claim(all(map(g.alibi_falls, g.seeds)) and min(sin + rope) > 3,
+              f"The ALiBi paper's pattern, in every seed: ALiBi falls at every longer length, while at {g.lengths[-1] // g.L}x "
+              f"sinusoidal reaches {span(sin)}x its 1x perplexity and unscaled RoPE {span(rope)}x"),
+        claim(len(passes) == 1, f"(the two swap places in seed {passes[0]})."),
+        claim(gain < 0.05 * min(r["baseline"] for r in copies),
+              f"No model copies (a first copy lowers the loss by at most {gain:.3f} nats)."))
+
+
 # {page: {block name: its rendering from the reports folder}} (render.reports merges these)
-BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {"reports/extrapolation-gpu/README.md": {
+BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {"README.md": {"gpu-summary": readme_summary},
+                                                       "reports/extrapolation-gpu/README.md": {
     "gpu-protocol": protocol, "gpu-budget": budget, "gpu-alibi-paper": alibi_paper, "gpu-scalings": scalings,
     "gpu-fine-tunes": fine_tunes, "gpu-probes": probes, "gpu-cost": cost, "gpu-seed-4": seed_4}}

@@ -119,6 +119,15 @@ class Search:
         return {r["step"]: {k.removeprefix("val_acc_"): v for k, v in r.items() if k.startswith("val_acc_")}
                 for r in rows}
 
+    def minutes(self, row: int) -> str | None:
+        """The row's training time by its log's last wall clock (train.py's wall_s), '18 minutes on 1 thread'; None
+        for the logs kept from before train.py recorded it."""
+        rows = [json.loads(line) for line in (self.folder / f"{self.table[row]['log']}.jsonl").read_text().splitlines()]
+        last = rows[-1]
+        if "wall_s" not in last:
+            return None
+        return f"{last['wall_s'] / 60:.0f} minutes on {last['threads']} thread{'s' if last['threads'] > 1 else ''}"
+
     def final(self, row: int) -> dict[str, float]:
         return self.log(self.table[row]["log"])[self.table[row]["step"]]
 
@@ -146,7 +155,7 @@ def seeds_show(reports: Path) -> str:
     late = [a for s in seeds for step, a in t.curve("nope", s, "recall").items() if step > last - 4000]
     nope_rows = [r for r, e in search.table.items() if "nope" in e["log"]]
     steps = sorted(search.last_step(r) for r in nope_rows)
-    (stopped,) = [r for r in nope_rows if search.last_step(r) < steps[1]]
+    stopped = [r for r in nope_rows if search.table[r]["stopped"]]
     copy_from = [learned_step(t.curve("nope", s, "copy")) for s in seeds]
     (row_49,) = [r for r in nope_rows if search.table[r]["log"] == "l4-12k-nope-s7"]
     learned_all = all(t.learned_at_L(run, s) == set(TASKS) for run in ("rope", "alibi") for s in seeds)
@@ -160,8 +169,8 @@ def seeds_show(reports: Path) -> str:
         claim(max(late) < 0.5 and search.never_learned(nope_rows, ("recall",)),
               f"NoPE's `recall` is the one task below it: between {pct(min(late))}% and {pct(max(late))}% over the last "
               f"4,000 steps of every seed ([training.png](training.png)), as in every NoPE run of the search (rows "
-              f"{ranges(nope_rows)}: two to six layers, two to eight heads, {number(steps[1])} to {number(steps[-1])} "
-              f"steps (row {stopped} stopped at {number(steps[0])}), `recall` alone, lr 1e-3 to 3e-2, d 64 or 128, L 64 "
+              f"{ranges(nope_rows)}: three to six layers, two to eight heads, {number(steps[0])} to {number(steps[-1])} "
+              f"steps (row {listed([str(r) for r in stopped])} stopped early), `recall` alone, lr 1e-3 to 3e-2, d 64 or 128, L 64 "
               "or 128, a start token, a curriculum over distance), and no head of NoPE's looks at the value to recall "
               "(next section)."),
         f"In the {len(nope_rows)} single-seed runs tried (at most {number(steps[-1])} steps, six layers and d 128, each "
@@ -559,6 +568,22 @@ def sinks(reports: Path) -> str:
                      f"on seeds {listed([str(s) for s in lost])} keeps {span(near('rope', *lost))}."))])
 
 
+def logn_on_alibi(t: Track, c: Context) -> tuple[set[bool], list[tuple[str, int, bool]]]:
+    """Log-n on ALiBi's induction tasks at 16x L against ALiBi without it: the directions it moved them ({True}: up
+    only), and the (task, seed, lowered) whose 95% intervals over sequences do not overlap."""
+    x16, ways, apart = 16 * t.L, set(), []
+    for task in INDUCTION:
+        for s in c.seeds:
+            on, off = c.acc("alibi", task, x16, s), t.acc("alibi", task, x16, s)
+            sequences = sum(r["samples"] for r in c.rows
+                            if (r["run"], r["seed"], r["task"], r["length"]) == ("alibi", s, task, x16))
+            (lo_on, hi_on), (lo_off, hi_off) = interval(on, sequences), interval(off, sequences)
+            ways.add(on > off)
+            if hi_on < lo_off or hi_off < lo_on:
+                apart.append((task, s, on < off))
+    return ways, apart
+
+
 def logn(reports: Path) -> str:
     t, c = track(reports / "tasks"), Context(reports / "tasks", "logn")
     L, seeds = t.L, c.seeds
@@ -574,14 +599,8 @@ def logn(reports: Path) -> str:
     (sequences,) = {sum(r["samples"] for r in rows) for rows in cell.values()}
     (per_band,) = {r["samples"] for rows in cell.values() for r in rows}
     (bands,) = {len(rows) for rows in cell.values()}
-    apart = []
-    for task in INDUCTION:
-        for s, on, off in zip(seeds, at_16x("alibi", task, True), at_16x("alibi", task, False)):
-            (lo_on, hi_on), (lo_off, hi_off) = interval(on, sequences), interval(off, sequences)
-            if hi_on < lo_off or hi_off < lo_on:
-                apart.append((task, s, on < off))
+    ways, apart = logn_on_alibi(t, c)
     ((task_apart, seed_apart, lowers),) = apart
-    ways = {x > y for task in INDUCTION for x, y in zip(at_16x("alibi", task, True), at_16x("alibi", task, False))}
     return "\n".join([
         paragraph("Queries past L scaled by log_L(n) (Su 2021; the scalable softmax of arXiv 2501.19399), to keep "
                   "attention as sharp as at L."),
@@ -818,18 +837,15 @@ def each_step(reports: Path) -> str:
                claim(q.never_learned(range(1, 11), ("copy", "recall")),
                      "Longer training, a distance curriculum, width, a larger lr, shorter sequences and q/k/v biases did "
                      "not change that.")),
-        bullet("**Filler with local structure forms it** (row 11: every head of layer 0 gives the previous token 35-50% "
-               "of its attention by step 1,000).",
-               claim(f(11)["recall"] < 0.1 and pct(f(12)["recall"]) == pct(f(12)["passkey"]) == "100",
-                     "Predicting every filler token drowns the answers (the loss is a mean over about 17 filler tokens "
-                     "per answer); one in eight lets `recall` and `passkey` reach 100% (row 12).")),
-        bullet("**`copy` was then held back by its alphabet, not by the circuit.** Row 12's model copies a value after a "
-               "key at 98% but a key after anything at 3-8%: every other task answers with a value, so the model had "
-               "learned that answers are values. `copy` now draws its span from the values (row 14)."),
+        bullet("**Then the filler got local structure**: each token the symbol after the one two back, with probability "
+               "3/4, so that predicting it takes the token before the current one (a previous-token head), and training "
+               "predicts one filler token in eight beside the answers (`data/tasks.py`, `filler`). The runs that chose "
+               "that form (rows 11-13) ran on scratch copies of the generator and are left out."),
         bullet(claim(all_five[14],
-                     "**Row 14 changed two things at once**, `copy`'s alphabet and two heads of 32 dimensions instead "
-                     f"of four of 16, and reached every task by step {number(q.table[14]['step'])} on seed 101;"),
-               "which of the two `copy` needed is not separated."),
+                     "**Row 14, the first on the committed filler, changed two more things**, `copy`'s span drawn from "
+                     "the values (every other task answers with a value) and two heads of 32 dimensions instead of four "
+                     f"of 16, and reached every task by step {number(q.table[14]['step'])} on seed 101;"),
+               "what each change contributed is not separated."),
         bullet(claim(any(f(18)[t] < 0.9 for t in INDUCTION) and any(f(19)[t] < 0.9 for t in INDUCTION),
                      "**That recipe does not hold on a seed it was not tuned on** (rows 18-19)."),
                "On seed 1, RoPE formed its previous-token head (88% of one layer-0 head's attention) but no induction "
@@ -841,11 +857,11 @@ def each_step(reports: Path) -> str:
                "to pick one neighbour (ALiBi with few heads), layer 0 cannot single out the previous token; a "
                "previous-token head can form in layer 1 at the earliest, and the induction head that reads it needs a "
                "layer after that.",
-               claim(q.never_learned((13, 16, 17), INDUCTION) and all(f(r)[t] >= 0.9 for r in (13, 16) for t in SINGLE_HOP)
+               claim(q.never_learned((16, 23), INDUCTION) and all(f(16)[t] >= 0.9 for t in SINGLE_HOP)
                      and all(f(15)[t] < slowed[t] for t in INDUCTION),
-                     "NoPE learned none of the induction tasks in 2 or 3 layers (rows 13, 16, 17), and both single-hop "
-                     f"tasks where it ran {number(q.table[13]['step'])} steps (rows 13, 16); a third layer also slowed "
-                     "RoPE (row 15).")),
+                     "NoPE learned none of the induction tasks in 3 layers (rows 16 and 23), and both single-hop tasks "
+                     f"where it ran {number(q.table[16]['step'])} steps (row 16); a third layer also slowed RoPE (row "
+                     "15).")),
         bullet(claim(from_20 is not None and any(f(18)[t] < 0.9 for t in TASKS) and q.never_learned((21,), INDUCTION),
                      f"**Three layers and a longer schedule carry RoPE on seed 1** (row 20: all five tasks at 90% or "
                      f"more from step {number(from_20)}, where two layers failed, row 18), **but not two-headed ALiBi** "
@@ -936,7 +952,7 @@ def search_status(reports: Path) -> str:
     recall_last = [r for r in last_of if last_of[r] == "recall"]
     lost_log = q.log(q.table[lost]["log"])
     rising = [lost_log[s]["recall1"] for s in sorted(lost_log)[-4:]]
-    up_to_then = (13, 16, 17, 23, 25, nope_6)
+    up_to_then = (16, 23, 25, nope_6)
     status = paragraph(
         claim(len(won) == 4 and len(tried) == 5,
               f"**Status of the three-layer recipe.** Of the five RoPE and ALiBi runs of it in this search, four learned "
@@ -957,7 +973,7 @@ def search_status(reports: Path) -> str:
               + ", ".join(f"`{t}` {pct(f(nope_6)[t])}%" for t in INDUCTION) + ")."),
         claim(q.never_learned(up_to_then, INDUCTION),
               "NoPE learned no induction task under any recipe tried up to then (rows "
-              f"{', '.join(map(str, up_to_then))}: two or three layers, two or four heads, up to "
+              f"{', '.join(map(str, up_to_then))}: three layers, two or four heads, up to "
               f"{number(max(q.last_step(r) for r in up_to_then))} steps)."),
         "The track's former seeds 6-10 were trained with it; in each ALiBi missed a task and NoPE `copy` and `recall`, "
         "and their results are withdrawn with the recipe (they remain in the git history: reports/tasks at commit "
@@ -996,7 +1012,7 @@ def search_status(reports: Path) -> str:
     early = [a12[x]["recall1"] for x in a12 if x <= 6000]
     n12 = q.log(q.table[nope_12]["log"])
     tail = [n12[x]["recall"] for x in n12 if x > q.last_step(nope_12) - 4000]
-    no_copy_recall = (13, 16, 17, 23, 25, nope_6, nope_7, nope_12)
+    no_copy_recall = (16, 23, 25, nope_6, nope_7, nope_12)
     longer = paragraph(
         f"**And a longer schedule** (rows {nope_12}-{alibi_12}: four layers and {number(q.table[alibi_12]['step'])} "
         "steps, the cosine decay over all of them, `model.n_layers=4 train.max_steps=12000`; 30 and 32 minutes a run on "
@@ -1215,8 +1231,59 @@ def seeds_intro(reports: Path) -> str:
               "sentences about T5 were written, to test them)."))
 
 
+def readme_summary(reports: Path) -> str:
+    """README.md's paragraph on the track: what every seed learned, how far each encoding reads, and the methods."""
+    t = track(reports / "tasks")
+    L, seeds, x16 = t.L, t.seeds, 16 * t.L
+    config = load_config(Config, reports.parent / "configs" / "tasks.yaml")
+    recall = [t.acc("nope", "recall", L, s) for s in seeds]
+    yarn = [t.acc("rope", task, x16, s, SCALED["yarn"]) for task in TASKS for s in seeds]
+    unscaled = max(t.acc("rope", task, x16, s) for task in INDUCTION for s in seeds)
+    copy = {run: [t.acc(run, "copy", x16, s) for s in seeds] for run in ("alibi", "nope", "t5")}
+    (t5_best,) = [s for s in seeds if t.acc("t5", "copy", x16, s) == max(copy["t5"])]
+    t5_rest = [v for s, v in zip(seeds, copy["t5"]) if s != t5_best]
+    near, near_acc = anchor_rows(reports / "tasks", "window64")
+    hidden = {run: [near_acc[(run, "copy", s)] for s in seeds] for run in ("rope", "alibi")}
+    c = {m: Context(reports / "tasks", m) for m in ("self-extend", "leaky-rerope", "dca", "sinks", "logn")}
+    keep_alibi = all(c[m].acc("alibi", task, x16, s) >= t.acc("alibi", task, L, s) - 0.12
+                     for m in ("self-extend", "leaky-rerope") for task in INDUCTION for s in c[m].seeds)
+    break_rope = all(c[m].acc("rope", "copy", L, s) < 0.7 for m in ("self-extend", "leaky-rerope") for s in c[m].seeds)
+    dca_keeps = [s for s in c["dca"].seeds if min(c["dca"].lengths("rope", "recall", s)) >= 0.5]
+    past = [n for n in t.lengths if n > L]
+    sinks_far = max(a for run in ("rope", "alibi") for task in INDUCTION for s in c["sinks"].seeds for n in past
+                    for a in c["sinks"].bands(run, task, n, s)[1:])
+    logn_ways, logn_apart = logn_on_alibi(t, c["logn"])
+    return paragraph(
+        f"**Seeds {seeds[0]}-{seeds[-1]}** ([report](reports/tasks/README.md#the-tracks-seeds); "
+        f"{WORDS[config.model.n_layers]} layers, {number(config.train.max_steps)} steps; seed {seeds[-1]} trained after "
+        "the report's sentences, to test them):",
+        claim(all(t.learned_at_L(run, s) == set(TASKS) for run in ("rope", "alibi") for s in seeds)
+              and all(t.learned_at_L("nope", s) == set(TASKS) - {"recall"} for s in seeds),
+              "RoPE and ALiBi learned all five tasks at L in every seed, NoPE all but `recall` "
+              f"({span(recall)}; it forms no induction head for it and answers from the values a sequence holds, not "
+              "which key holds which)."),
+        claim(min(yarn) >= 0.5 > unscaled,
+              f"Over these {WORDS[len(seeds)]} seeds, at 16x L training-free YaRN keeps RoPE at {pct(min(yarn))}% or "
+              f"more on every task, where unscaled RoPE falls to {pct(unscaled)}% or less on `copy`, `recall` and "
+              "`passkey`;"),
+        f"ALiBi keeps `copy` at {span(copy['alibi'])}, NoPE at {span(copy['nope'])}, T5 at {span(t5_rest)} "
+        f"({pct(max(copy['t5']))}% on seed {t5_best}).",
+        claim(max(hidden["rope"]) < min(hidden["alibi"]),
+              f"With keys {near['window']} or more back hidden, RoPE's `copy` at L falls to {span(hidden['rope'])}, "
+              f"ALiBi's to {span(hidden['alibi'])}."),
+        "[Context methods](reports/tasks/README.md#training-free-context-methods):",
+        claim(keep_alibi and break_rope,
+              "Self-Extend and Leaky ReRoPE keep ALiBi's retrieval to 16x L and break RoPE's at L;"),
+        f"DCA keeps RoPE's `recall` to 16x on {WORDS.get(len(dca_keeps), 'one')} seeds of "
+        f"{WORDS[len(c['dca'].seeds)]};",
+        claim(sinks_far <= 0.12, "sinks read nothing past their window;"),
+        claim(logn_ways == {True, False} and len(logn_apart) <= 1,
+              "log-n moves ALiBi's retrieval both ways, mostly within the noise."))
+
+
 # {page, from the checkout's root: {block name: its rendering from the reports folder}} (render.reports merges these)
-BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {"reports/tasks/README.md": {"seeds-show": seeds_show, "heads": where_heads_look,
+BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {"README.md": {"track-summary": readme_summary},
+                                                       "reports/tasks/README.md": {"seeds-show": seeds_show, "heads": where_heads_look,
                                                        "context": context_intro, "self-extend": self_extend, "rerope": rerope,
                                                        "leaky-rerope": leaky_rerope, "dca": dca, "sinks": sinks, "logn": logn,
                                                        "seed-16": seed_16, "anchor": anchor, "kazemnejad": beside_kazemnejad,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from config import Config, load_config
+from render import gpu_study
 from render.prose import bullet, claim, paragraph
 from render.rows import previous_rows, relative_to_nope
 
@@ -353,8 +354,9 @@ def at_L(folder: Path) -> str:
                "ALiBi 19.73 on WikiText-103 at L = 512) was measured on far larger models trained far longer. This CPU "
                "study cannot reach that regime: one seed must finish in under an hour and takes 25 minutes, so twice "
                "the training is about the most it can afford, and that widened the gap. The GPU study "
-               "([reports/extrapolation-gpu](../extrapolation-gpu/README.md): 26M parameters, 22.9M tokens a run, "
-               f"seeds {gpu.seeds[0]}-{gpu.seeds[-1]}) is where it is tested:",
+               f"([reports/extrapolation-gpu](../extrapolation-gpu/README.md): {gpu_study.PARAMS}M parameters, "
+               f"{gpu_study.Study(folder.parent).tokens / 1e6:.1f}M tokens a run, seeds {gpu.seeds[0]}-{gpu.seeds[-1]}) "
+               "is where it is tested:",
                claim(min(v for values in gpu_above.values() for v in values) > 0,
                      f"there, at L, sinusoidal is {span(gpu_above['sinusoidal'])}% and learned "
                      f"{span(gpu_above['learned'])}% above RoPE, ALiBi {span(gpu_above['alibi'], 1)}%.")),
@@ -816,7 +818,59 @@ def context_methods(folder: Path) -> str:
 
 
 # {page, from the checkout's root: {block name: its rendering from the reports folder}} (render.reports merges these)
-BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {PAGE: {
+def readme_summary(folder: Path) -> str:
+    """README.md's paragraphs on the text study: what its headline table and the more-encodings tables show."""
+    s = Study(folder)
+    L, X4, X8, X16 = s.L, s.past_L[1], s.past_L[2], s.lengths[-1]
+    rise = {c: ratio(s.at(c, X16), s.at(c, L)) for c in (ALIBI, SINUSOIDAL, ROPE)}
+    yarn, control, pi = s.at(YARN_TUNED, X4), s.at(CONTROL, X4), s.at(PI_TUNED, X4)
+    probe_rows = previous_rows(folder / "probes.json", "eval.probe", "probe")
+    far: dict[tuple, list[float]] = {}
+    for r in probe_rows:
+        if r["probe"] == "copy" and r.get("gain") is not None and r["distance"] > r["train_length"]:
+            far.setdefault((r["run"], r["scaling"], r["distance"]), []).append(r["gain"])
+    no_passkey = all(r["value"] in (0.0, None) for r in probe_rows if r["probe"] == "passkey")
+    pose = s.at(POSE_CONTINUED, X4)
+    pose_gap = max(abs(p) for other in (yarn, control) for p in above(pose, other))
+    randomized_cost = above(s.at(RANDOM_ROPE, L), s.at(ROPE, L))
+    c = Context(folder)
+    sinks_flat = max(abs(v - 1) for v in c.over_L("sinks", "rope", X16))
+    alibi_cost = c.to_none("rerope", "alibi", X16) + c.to_none("dca", "alibi", X16)
+    first = paragraph(
+        claim(max(rise[ALIBI]) < 1.01 and min(rise[SINUSOIDAL] + rise[ROPE]) > 1.15,
+              f"ALiBi stays flat to {X16 // L}x while unscaled RoPE and sinusoidal rise, the ALiBi paper's pattern (Figure "
+              "1), though sinusoidal degrades far less than there;"),
+        claim(all(s.best_training_free(i, n) == DYNAMIC_YARN for n in (X8, X16) for i in range(len(s.seeds))),
+              f"at {X8 // L}x and {X16 // L}x the best training-free RoPE row is dynamic YaRN;"),
+        claim(below(control, pi) and below(yarn, pi),
+              f"at {X4 // L}x the YaRN fine-tune is within {bound(max(abs(p) for p in above(yarn, control)), 1)}% of the "
+              "unscaled control and PI behind it."),
+        claim(max(statistics.fmean(g) for g in far.values()) < 0.01 and no_passkey,
+              "But the probes find no model that uses more than a few dozen tokens back, so these rows measure local "
+              "prediction under unseen positions, not the use of distant context."),
+        "Every row, per-seed values, the probes: [reports/extrapolation/README.md](reports/extrapolation/README.md).")
+    more = paragraph(
+        "**More encodings, RoPE's base and training positions**, all in every seed:",
+        claim(s.below_at(KERPLE, ROPE, [L]) and s.below_at(KERPLE, ALIBI, s.lengths),
+              "KERPLE is below RoPE at L and below ALiBi at every length;"),
+        claim(s.below_at(FIRE, ROPE, [X16]), f"FIRE beats unscaled RoPE at {X16 // L}x;"),
+        claim(s.below_at(ROPE, BASE_1E5, s.past_L) and s.below_at(ROPE, BASE_1E6, s.past_L),
+              "bases 1e5 and 1e6 extrapolate worse than 1e4 unscaled;"),
+        f"RoPE continued with PoSE on {L}-token windows is within {bound(pose_gap, 1)}% of the {X4}-token YaRN fine-tune "
+        f"and control at {X4 // L}x (PoSE's claim; its base retrained, up to {bound(max(retrained_lower(folder)), 1)}% "
+        "lower);",
+        claim(max(ratio(s.at(RANDOM_ROPE, X16), s.at(RANDOM_ROPE, L))) < min(rise[ROPE]),
+              f"randomized positions flatten RoPE's curve past L but cost it {span(randomized_cost)}% at L, read with "
+              "contiguous positions ([tables](reports/extrapolation/README.md#tables-more-encodings-ropes-base-and-"
+              "training-positions))."),
+        "[Context methods](reports/extrapolation/README.md#training-free-context-methods-three-seeds):",
+        f"attention sinks keep RoPE's perplexity at {X16 // L}x within {bound(100 * sinks_flat, 1)}% of L's (reading "
+        f"nothing past their window, says the task track); ReRoPE and DCA cost ALiBi {x_span(alibi_cost)}.")
+    return "\n\n".join([first, more])
+
+
+BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {"README.md": {
+    "study-summary": lambda reports: readme_summary(reports / "extrapolation")}, PAGE: {
     "at-l": lambda reports: at_L(reports / "extrapolation"),
     "past-l": lambda reports: past_L(reports / "extrapolation"),
     "probes": lambda reports: probes(reports / "extrapolation"),

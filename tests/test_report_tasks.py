@@ -2,7 +2,7 @@
 
 The track's page renders its measured paragraphs from these rows (render/task_track.py, checked by
 tests/test_rendered.py); what stays here checks the data itself, the model properties those paragraphs assume, and the
-sentences about the track in README.md and reports/extrapolation/README.md.
+sentences about the track in reports/extrapolation/README.md (README.md's paragraph on it is rendered).
 """
 import functools
 import json
@@ -21,10 +21,10 @@ REPORT = ROOT / "reports" / "extrapolation"
 L, X2, X4, X8, X16 = 128, 256, 512, 1024, 2048
 
 
-README, STUDY = prose(ROOT / "README.md"), prose(REPORT / "README.md")
+STUDY = prose(REPORT / "README.md")
 
 
-# --- the task track: reports/tasks/README.md and the README's task section ---------------------------
+# --- the task track: reports/tasks/README.md ---------------------------
 
 TASK_REPORT = ROOT / "reports" / "tasks"
 TASKS_PAGE = prose(TASK_REPORT / "README.md")
@@ -102,21 +102,10 @@ AT_L = {"rope": ("none", L), "alibi": ("none", L), "nope": ("none", L), "t5": ("
 SCALED = {m: f"{m} (s = length/L)" for m in ("linear", "ntk", "yarn")} | {"dynamic": "dynamic (s = T/L, cached)"}
 
 
-def task_acc(run: str, task: str, length: int, label: str = "none", seed: int = 11) -> float:
-    """A run's accuracy on a task at a length, pooled over the distance bands (results.md's by-length cell)."""
-    return TRACK_POOLED[(run, seed, task, label, length)]
-
-
 def learned_at_L(run: str, seed: int = 11) -> set[str]:
     """The tasks a run learned by eval.tasks' own rule (results.md's †), not a copy of it."""
     from render.tasks import learned
     return {t for (r, s, t), ok in learned(TRACK_ROWS).items() if (r, s) == (run, seed) and ok}
-
-
-def acc_span(values) -> str:
-    """'4-18%': the least and the most of some accuracies, as the report rounds them."""
-    ints = sorted(int(pct(v)) for v in values)
-    return f"{ints[0]}-{ints[-1]}%"
 
 
 def test_the_track_is_every_run_of_every_seed_at_every_length_and_band():
@@ -136,33 +125,7 @@ def test_the_track_is_every_run_of_every_seed_at_every_length_and_band():
                                                          if AT_L[run][1] == L}  # fine-tunes have no curves
 
 
-def test_the_readme_sums_up_the_tracks_seeds():
-    recall = [task_acc("nope", "recall", L, seed=s) for s in TRACK_SEEDS]
-    says(README, "RoPE and ALiBi learned all five tasks at L in every seed, NoPE all but `recall` "
-                 f"({acc_span(recall)}; it forms no induction head for it and answers from the values a sequence holds, not "
-                 "which key holds which)")
-    assert all(learned_at_L("nope", s) == set(TASK_NAMES) - {"recall"} for s in TRACK_SEEDS)
-    yarn = [task_acc("rope", t, X16, SCALED["yarn"], s) for t in TASK_NAMES for s in TRACK_SEEDS]
-    unscaled = max(task_acc("rope", t, X16, seed=s) for t in INDUCTION for s in TRACK_SEEDS)
-    copy = {run: acc_span([task_acc(run, "copy", X16, seed=s) for s in TRACK_SEEDS if (run, s) != ("t5", 14)])
-            for run in ("alibi", "nope", "t5")}
-    says(README, f"Over these six seeds, at 16x L training-free YaRN keeps RoPE at {pct(min(yarn))}% or more on every task, where "
-                 f"unscaled RoPE falls to {pct(unscaled)}% or less on `copy`, `recall` and `passkey`; ALiBi keeps `copy` at "
-                 f"{copy['alibi']}, NoPE at {copy['nope']}, T5 at {copy['t5']} "
-                 f"({pct(task_acc('t5', 'copy', X16, seed=14))}% on seed 14).")
-
-
-def anchor_acc(setting: str, run: str, task: str, seed: int) -> float:
-    """make task-anchor's accuracy on the facts within L of the question (the first distance band)."""
-    rows = previous_rows(TASK_REPORT / "anchor" / setting / "results.json.gz", "eval.tasks", "accuracy")
-    return next(r["accuracy"] for r in rows if (r["run"], r["task"], r["seed"], r["distance_lo"]) == (run, task, seed, 0))
-
-
 def test_a_far_back_anchor():
-    def spanned(setting, run):
-        return acc_span(anchor_acc(setting, run, "copy", s) for s in TRACK_SEEDS)
-    says(README, f"With keys 64 or more back hidden, RoPE's `copy` at L falls to {spanned('window64', 'rope')}, "
-                 f"ALiBi's to {spanned('window64', 'alibi')}")
     for setting, sinks, window in (("window64", 0, 64), ("window448", 0, 448), ("sinks64", 64, 384)):
         rows = previous_rows(TASK_REPORT / "anchor" / setting / "results.json.gz", "eval.tasks", "accuracy")
         assert {(r["context"]["sinks"], r["context"]["window"]) for r in rows} == {(sinks, window)}  # the Makefile's
@@ -212,23 +175,6 @@ def context_rows(method: str) -> list[dict]:
     return rows
 
 
-@functools.cache
-def context_pooled(method: str) -> dict[tuple, float]:
-    from render.tasks import pooled
-    return pooled(context_rows(method))
-
-
-def context_acc(method: str, run: str, task: str, length: int, seed: int) -> float:
-    """A run's accuracy under a context method, pooled over the distance bands."""
-    return context_pooled(method)[(run, seed, task, method, length)]
-
-
-def context_bands(method: str, run: str, task: str, length: int, seed: int) -> list[float]:
-    """The accuracy in each distance band under a context method, nearest the question first."""
-    rows = (r for r in context_rows(method) if (r["run"], r["seed"], r["task"], r["length"]) == (run, seed, task, length))
-    return [r["accuracy"] for r in sorted(rows, key=lambda r: r["distance_lo"])]
-
-
 def test_context_methods_on_the_track_are_the_makefiles():
     for method in CONTEXT_SEEDS:
         context_rows(method)
@@ -251,19 +197,6 @@ def test_the_extrapolation_study_sums_up_log_n_on_the_track():
     says(STUDY, "on the task track (RoPE and ALiBi; T5 was not run there) it moved ALiBi's far retrieval both ways, "
                 "mostly within the noise of a cell.")
     assert {r["run"] for r in context_rows("logn")} == {"rope", "alibi"}
-
-
-def test_the_readme_sums_up_the_context_methods():
-    says(README, "Self-Extend and Leaky ReRoPE keep ALiBi's retrieval to 16x L and break RoPE's at L; DCA keeps RoPE's "
-                 "`recall` to 16x on two seeds of three; sinks read nothing past their window; log-n moves ALiBi's "
-                 "retrieval both ways, mostly within the noise.")
-    for method in ("self-extend", "leaky-rerope"):
-        for s in CONTEXT_SEEDS[method]:  # ALiBi at 16x L within 12 points of plain ALiBi at L; RoPE below 70% at L
-            assert all(context_acc(method, "alibi", t, X16, s) >= task_acc("alibi", t, L, seed=s) - 0.12 for t in INDUCTION)
-            assert context_acc(method, "rope", "copy", L, s) < 0.7
-    far = [a for s in CONTEXT_SEEDS["sinks"] for run in ("rope", "alibi") for t in INDUCTION
-           for n in (X2, X4, X8, X16) for a in context_bands("sinks", run, t, n, s)[1:]]
-    assert max(far) <= 0.12
 
 
 # --- where the heads look: reports/tasks/heads/heads.json (eval.heads) ------------------------------------

@@ -9,6 +9,7 @@ import functools
 import re
 from pathlib import Path
 
+import pytest
 import torch
 from conftest import context_defaults, prose, says
 
@@ -112,3 +113,32 @@ def test_self_extend_shows_the_first_token_where_the_page_says():
     shown = [int(method.distance(torch.tensor([n - 1]), torch.tensor([0]))[0, 0]) for n in (X4, X16)]
     says(STUDY, f"the first token at {shown[0]} at 512 tokens (near L), at {shown[1]} at 2,048.")
 
+
+
+# --- README.md's measured paragraphs: rendered from the rows, each headline claim under its predicate ------------
+
+def test_the_readme_says_what_its_rows_support():
+    """Each of README.md's measured paragraphs is its block rendered from the committed rows (render.reports BLOCKS);
+    a headline sentence whose predicate fails would have stopped the rendering."""
+    from render import reports
+    page = (ROOT / "README.md").read_text()
+    blocks = reports.BLOCKS["README.md"]
+    assert {"ppl-headline", "study-summary", "gpu-summary", "track-summary", "speed-summary"} <= set(blocks)
+    for name, render in blocks.items():
+        assert f"<!-- rendered: {name} -->\n{render(ROOT / 'reports')}\n<!-- /rendered -->" in page, name
+
+
+def test_a_readme_headline_the_rows_stop_supporting_stops_the_rendering(tmp_path):
+    import json
+    import shutil
+    from render.prose import FalseClaim
+    from render.text_study import readme_summary
+    folder = tmp_path / "extrapolation"
+    shutil.copytree(REPORT, folder)
+    rows = json.loads((folder / "results.json").read_text())
+    for r in rows:
+        if (r["run"], r["scaling"], r["length"]) == ("alibi", "none", X16):
+            r["ppl"] *= 1.2  # ALiBi no longer flat to 16x
+    (folder / "results.json").write_text(json.dumps(rows))
+    with pytest.raises(FalseClaim, match="ALiBi stays flat to 16x"):
+        readme_summary(folder)

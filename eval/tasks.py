@@ -161,10 +161,11 @@ def training_rows(runs: list[Run]) -> list[dict]:
         if run.continued:
             continue
         for row in read_metrics(run.path):
+            clock = {k: row[k] for k in ("wall_s", "threads") if k in row}  # runs trained since train.py logs them
             for key, value in row.items():
                 if key.startswith("val_acc_"):
                     out.append({"task": key.removeprefix("val_acc_"), "run": run.name, "seed": run.seed,
-                                "step": row["step"], "accuracy": value})
+                                "step": row["step"], "accuracy": value, **clock})
     return out
 
 

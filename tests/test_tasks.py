@@ -323,6 +323,8 @@ def test_eval_tasks_rows_by_length_band_and_scaling(task_runs, tmp_path):
     assert "| rope † | none |" in text  # six steps learn nothing: marked as not learned
     for name in ("accuracy_vs_length.png", "accuracy_vs_distance.png", "training.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+    curves = json.loads((tmp_path / "training.json").read_text())  # each reading with the clock train.py logged then
+    assert curves and all(r["wall_s"] > 0 and r["threads"] >= 1 for r in curves)
 
 
 def test_runs_evaluated_apart_and_merged_give_the_joint_report(task_runs, tmp_path):

@@ -352,8 +352,8 @@ def at_L(folder: Path) -> str:
                      f"{'stay level with' if vs_nope == 'level with' else 'do no better than'} NoPE."),
                "The parity at L in the ALiBi paper (Figure 1, and its appendix tables: sinusoidal 20.05, rotary 20.07, "
                "ALiBi 19.73 on WikiText-103 at L = 512) was measured on far larger models trained far longer. This CPU "
-               "study cannot reach that regime: one seed must finish in under an hour and takes 25 minutes, so twice "
-               "the training is about the most it can afford, and that widened the gap. The GPU study "
+               "study cannot reach that regime: one seed must finish in under an hour, so twice the training is about "
+               "the most it can afford, and that widened the gap. The GPU study "
                f"([reports/extrapolation-gpu](../extrapolation-gpu/README.md): {gpu_study.PARAMS}M parameters, "
                f"{gpu_study.Study(folder.parent).tokens / 1e6:.1f}M tokens a run, seeds {gpu.seeds[0]}-{gpu.seeds[-1]}) "
                "is where it is tested:",
@@ -367,12 +367,10 @@ def seed_1_intro(folder: Path) -> str:
     """More encodings and RoPE's base: how the runs were made (the paragraph above seed 1's details)."""
     loss, ppl = val(folder, "training.md", "val loss"), val(folder, "training.md", "val ppl")
     return paragraph(
-        "Each run took about 4 minutes (7,100 to 7,600 tokens/s on one core, two processes sharing the two cores), "
-        "the evaluation of the six runs 12 minutes. The seed-1 RoPE run retrained with today's code ended at the "
+        "Each run trained on one core, two processes sharing the two cores. The seed-1 RoPE run retrained with today's code ended at the "
         f"committed seed-1 validation loss ({loss[('rope', 1)]:.3f}, perplexity {ppl[('rope', 1)]:.1f}; its summary "
         "is not committed). The tables at the end of this page have the seed-1 rows; `results.md` has every scaling. "
-        "Seeds 2 and 3 were trained and measured the same way (`run.out_dir=runs/study/seedS run.seed=S`; seed 3's six "
-        "runs took about 27 minutes on one core beside another job, its evaluation 17). The tables at the end of this "
+        "Seeds 2 and 3 were trained and measured the same way (`run.out_dir=runs/study/seedS run.seed=S`). The tables at the end of this "
         "page give the three seeds, mean ± sd and per seed; what holds in every seed is said there. The details below "
         "are seed 1's, against seed 1 of RoPE / ALiBi / NoPE:")
 
@@ -549,8 +547,8 @@ def positions_base(folder: Path) -> str:
     (steps,) = {int(r["steps"]) for r in training_table(folder / "training-positions.md")
                 if r["run"] == "rope" and "steps" in r}
     return paragraph(
-        f"Seeds {named} trained in 21-25 minutes each (the five runs, the base RoPE run "
-        "included) and evaluated in 11, on one core while the task track used the other. The run directories of the "
+        f"Seeds {named} trained (the five runs, the base RoPE run included) and were evaluated on one core while the task "
+        "track used the other. The run directories of the "
         "other rows were not kept between sessions, so the base RoPE run that `rope-pose-continued` starts from was "
         f"retrained with the same command: its validation loss at step {steps} in seeds {named} is "
         f"{fmt([retrained[('rope', s)] for s in seeds], 3)} against "
@@ -723,8 +721,7 @@ def context_settings(folder: Path) -> str:
         "of the queries past L (arXiv 2501.19399). The papers apply them to RoPE models; on ALiBi and T5 (the bias "
         "taken at the distance a method shows) they are this repo's extension, and ReRoPE leaves out the log-n query "
         "scaling of Su's patch (`logn` is that scaling alone). `none` is the same checkpoints without a method. Each "
-        f"method's rows are in `context/METHOD/results.md` ({tokens:,} scored tokens a cell, as above); about 1 to 3 "
-        "core-minutes a method and seed.")
+        f"method's rows are in `context/METHOD/results.md` ({tokens:,} scored tokens a cell, as above).")
 
 
 def context_checkpoints(folder: Path) -> str:

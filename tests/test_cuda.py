@@ -14,13 +14,14 @@ from model.gpt import GPT
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason="no CUDA device: the GPU path tests run on a CUDA machine (make gpu-tests-bench)")
 CUDA = torch.device("cuda")
-ENCODINGS = ["learned", "sinusoidal", "rope", "alibi", "nope", "t5", "kerple", "fire"]
+ENCODINGS = ["learned", "sinusoidal", "rope", "alibi", "nope", "t5", "kerple", "fire", "fox"]
+RNOPE_SWA = {"layer_pattern": "rope,nope", "sliding_window": 8}  # a RoPE layer over a window, then a NoPE layer
 
 
-def model_on_cuda(position="rope", scaling=None, max_seq_len=64, flex=False, **kw):
+def model_on_cuda(position="rope", scaling=None, max_seq_len=64, flex=False, layer_pattern=None, **kw):
     torch.manual_seed(0)
     cfg = ModelConfig(vocab_size=97, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, max_seq_len=max_seq_len,
-                      position=PositionConfig(type=position, scaling=scaling), **kw)
+                      position=PositionConfig(type=position, scaling=scaling, layer_pattern=layer_pattern), **kw)
     model = GPT(cfg).to(CUDA)
     model.use_flex_attention(flex)
     return model
@@ -35,13 +36,15 @@ def grads(model):
     return {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
 
 
-@pytest.mark.parametrize("position", ["alibi", "t5", "kerple", "fire"])
-def test_flex_attention_equals_the_sdpa_path_forward_and_backward(position):
-    # ALiBi: against its bias folded into q and k; the learned biases: against their float mask
+@pytest.mark.parametrize("position, layers", [(p, {}) for p in ("alibi", "t5", "kerple", "fire", "fox")]
+                         + [("rope", RNOPE_SWA)])
+def test_flex_attention_equals_the_sdpa_path_forward_and_backward(position, layers):
+    # ALiBi: against its bias folded into q and k; the learned biases and FoX's gate: against their float mask; a
+    # sliding window: against its -inf mask
     x, y = batch()
     results = []
     for flex in (False, True):
-        model = model_on_cuda(position, flex=flex)
+        model = model_on_cuda(position, flex=flex, **layers)
         logits, loss = model(x, y)
         loss.backward()
         results.append((logits.detach(), grads(model)))
@@ -51,14 +54,15 @@ def test_flex_attention_equals_the_sdpa_path_forward_and_backward(position):
         torch.testing.assert_close(got_grads[name], want_grads[name], atol=2e-4, rtol=2e-3)
 
 
-@pytest.mark.parametrize("position, scaling", [(p, None) for p in ENCODINGS] + [
-    ("rope", {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 16})])
+@pytest.mark.parametrize("position, scaling, layers", [(p, None, {}) for p in ENCODINGS] + [
+    ("rope", {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 16}, {}), ("rope", None, RNOPE_SWA)])
 @pytest.mark.parametrize("flex", [False, True])
 @torch.no_grad()
-def test_cached_decoding_equals_a_full_forward_pass(position, scaling, flex):
+def test_cached_decoding_equals_a_full_forward_pass(position, scaling, layers, flex):
     # L = 16 (64 for learned, which stops at its table), decoded to 48 tokens. (A dynamic scaling sees
     # another length at every step, so it differs from a full pass by design: tests/test_model.py.)
-    model = model_on_cuda(position, scaling, max_seq_len=64 if position == "learned" else 16, flex=flex).eval()
+    model = model_on_cuda(position, scaling, max_seq_len=64 if position == "learned" else 16, flex=flex,
+                          **layers).eval()
     idx = batch(48)[0]
     full, _ = model(idx)
     cache = KVCache(model.cfg.n_layers)

@@ -1,9 +1,10 @@
 """What the text study's pages say that their rows alone cannot check (README.md and reports/extrapolation/README.md).
 
-The measured paragraphs of both pages are rendered by `make reports` from their rows (render/text_study.py: each
-comparative sentence written only while its predicate holds), and tests/test_rendered.py fails on any difference, so
-they need no test here. What is left: how many runs a seed is, the recipe's parameter count, Kerple's clamp,
-Self-Extend's distances and the context rows' settings.
+The measured paragraphs of both pages are rendered by `make reports` from their rows (render/text_study.py and the
+other page modules: each comparative sentence written only while its predicate holds), and tests/test_rendered.py fails
+on any difference. Here: README.md's headline claims as rendered blocks (and one made false by its rows, stopping the
+rendering), and what the pages say that rows alone cannot check: how many runs a seed is, the recipe's parameter count,
+Kerple's clamp, Self-Extend's distances and the context rows' settings.
 """
 import functools
 import re

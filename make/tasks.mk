@@ -12,6 +12,13 @@ extrapolation-tasks:  ## the task track: train its runs and evaluate them (repor
 	$(MAKE) task-eval STUDY=runs/tasks STUDY_CONFIG=configs/tasks.yaml EXTEND_CONFIG=configs/extend-4x-tasks.yaml \
 		STUDY_REPORT=reports/tasks RUNS="$(TASK_RUNS)"
 
+# Every other method on the track, three seeds (issue 60's rows, reports/tasks/README.md "Every method on the track"):
+# the encodings the rebuilt track had dropped, RoPE's variants, the training-time position schedules and DroPE.
+TASK_ADDED_ENCODINGS := kerple fire sinusoidal learned fox
+TASK_ADDED := $(TASK_ADDED_ENCODINGS) rope-half p-rope rnope-swa rope-pose rope-randomized alibi-randomized drope
+extrapolation-tasks-added:  ## every other method on the track, into its report's rows (SEED_NUMBERS="11 12 13")
+	$(MAKE) extrapolation-tasks TASK_ENCODINGS="$(TASK_ADDED_ENCODINGS)" TASK_RUNS="$(TASK_ADDED)" RESUME=1
+
 # Each static scaling at s = length / L and dynamic NTK; dynamic-yarn and llama3 stay in the text study.
 # Each run is evaluated as soon as it is trained (task-eval/SEED/NAME, into $(STUDY)/eval/seedSEED/NAME), on
 # the core the training leaves free; then the folders are merged into the report (RESUME=1: into its rows), and
@@ -51,4 +58,4 @@ task-context/%: install  ## task-context/METHOD/SEED: one method on one seed
 	$(RUN_PY) -m eval.tasks runs/tasks/seed$(notdir $*)/rope runs/tasks/seed$(notdir $*)/alibi \
 		--context-method $(patsubst %/,%,$(dir $*)) --out runs/tasks/context/$(dir $*)seed$(notdir $*) $(EVAL_RESUME)
 
-.PHONY: extrapolation-tasks task-eval task-anchor task-context
+.PHONY: extrapolation-tasks extrapolation-tasks-added task-eval task-anchor task-context

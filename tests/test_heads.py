@@ -14,17 +14,19 @@ from model.positions import ENCODINGS
 from render.heads import markdown
 
 
-def tiny(position: str, L: int = 32) -> GPT:
+def tiny(position: str, L: int = 32, layer_pattern: str | None = None, sliding_window: int | None = None) -> GPT:
     torch.manual_seed(0)
     cfg = ModelConfig(vocab_size=VOCAB_SIZE, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, max_seq_len=L,
-                      init_std=0.2, position=PositionConfig(type=position))
+                      init_std=0.2, sliding_window=sliding_window,
+                      position=PositionConfig(type=position, layer_pattern=layer_pattern))
     return GPT(cfg).eval()
 
 
 @torch.no_grad()
-@pytest.mark.parametrize("position", sorted(ENCODINGS))
-def test_the_weights_times_the_values_are_the_models_attention_output(position):
-    model = tiny(position)
+@pytest.mark.parametrize("position, layers", [(p, {}) for p in sorted(ENCODINGS)]
+                         + [("rope", {"layer_pattern": "rope,nope", "sliding_window": 8})])  # RNoPE-SWA's layers
+def test_the_weights_times_the_values_are_the_models_attention_output(position, layers):
+    model = tiny(position, **layers)
     inputs, outputs = [], []
     hooks = [h for block in model.blocks for h in (
         block.attn.register_forward_pre_hook(lambda m, args: inputs.append(args[0])),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 import statistics
 from pathlib import Path
 from typing import Callable
@@ -1239,6 +1240,104 @@ def seeds_intro(reports: Path) -> str:
               "sentences about T5 were written, to test them)."))
 
 
+ADDED = {"kerple": "KERPLE", "fire": "FIRE", "sinusoidal": "sinusoidal", "learned": "learned", "fox": "FoX",
+         "rope-half": "RoPE, half of each head rotated", "p-rope": "p-RoPE (p = 0.75)",
+         "rnope-swa": "RNoPE-SWA (3 RoPE layers over L/4, 1 NoPE)", "rope-pose": "RoPE, PoSE to 4x L",
+         "rope-randomized": "RoPE, randomized positions (< 16x L)", "alibi-randomized": "ALiBi, randomized positions",
+         "drope": "DroPE (RoPE's weights, positions dropped, recalibrated)"}  # make extrapolation-tasks-added's runs
+
+
+def label_of(t: Track, run: str) -> str:
+    """A run's own curve: unscaled, or a fine-tune's (continued runs are named '... (fine-tuned)')."""
+    return FINE_TUNED.get(run) or ("none (fine-tuned)" if any(r["run"] == run and r["scaling"] == "none (fine-tuned)"
+                                                              for r in t.rows) else "none")
+
+
+def every_method(reports: Path) -> str:
+    """"Every method on the track": each other encoding, RoPE variant, position schedule and DroPE on the seeds they
+    ran, beside RoPE (unscaled and with training-free YaRN), ALiBi, NoPE and T5 on the same seeds."""
+    t = track(reports / "tasks")
+    present = [run for run in ADDED if any(r["run"] == run for r in t.rows)]
+    if not present:
+        return paragraph("Not measured yet: `make extrapolation-tasks-added SEED_NUMBERS=\"11 12 13\"` trains and "
+                         "evaluates them.")
+    seeds = sorted({r["seed"] for r in t.rows if r["run"] in present})
+    x16 = 16 * t.L
+    shown = [("rope", "none", "RoPE"), ("rope", SCALED["yarn"], "RoPE + YaRN (training-free)"), ("alibi", "none", "ALiBi"),
+             ("nope", "none", "NoPE"), ("t5", "none", "T5")] + [(run, label_of(t, run), ADDED[run]) for run in present]
+
+    def at(run, label, task, n, s):
+        return t.pooled.get((run, s, task, label, n))
+
+    def cell(run, label, task, n):
+        values = [at(run, label, task, n, s) for s in seeds]
+        return "n/a" if None in values else " / ".join(pct(v) for v in values)
+
+    def missed(run):
+        lost = {task: [s for s in seeds if not t.learned.get((run, s, task), False)] for task in TASKS}
+        return "; ".join(f"`{task}` ({', '.join(map(str, ss))})" for task, ss in lost.items() if ss) or "none"
+    lines = ["| run | not learned at L (seeds) | " + " | ".join(f"`{task}` at 16x" for task in TASKS) + " |",
+             "|---|---|" + "---:|" * len(TASKS)]
+    for run, label, name in shown:
+        lines.append(f"| {name} | {missed(run) if label == label_of(t, run) else ''} | "
+                     + " | ".join(cell(run, label, task, x16) for task in TASKS) + " |")
+    learned_all = [ADDED[r] for r in present if missed(r) == "none"]
+    kept = [ADDED[r] for r in present
+            if all((at(r, label_of(t, r), task, x16, s) or 0) >= 0.5 for task in INDUCTION for s in seeds)]
+    intro = paragraph(
+        f"`make extrapolation-tasks-added SEED_NUMBERS=\"{' '.join(map(str, seeds))}\"` trains the other methods with "
+        "the committed recipe and evaluates them as the track's runs: each cell below is the accuracy (%) at 16x L "
+        f"({number(x16)} tokens, every distance band pooled) of seeds {listed([str(s) for s in seeds])}, in that order, "
+        "and the second column the tasks a run left below 90% at the length it was trained at (†: its rows past L "
+        "say nothing about extrapolation). Every row, length and band, with intervals: [results.md](results.md).")
+    said = paragraph(
+        f"Learned all five tasks at L on every one of these seeds: {listed(learned_all) if learned_all else 'none of them'}.",
+        f"Kept `copy`, `recall` and `passkey` at 50% or more at 16x L on every seed: "
+        f"{listed(kept) if kept else 'none of them'}.")
+    parts = [intro, "\n".join(lines), said]
+    if "drope" in present:
+        parts.append(drope_against_yarn(reports, t, seeds))
+    return "\n\n".join(parts)
+
+
+def drope_against_yarn(reports: Path, t: Track, seeds: list[int]) -> str:
+    """DroPE's claim (arXiv 2512.12167, abstract: past the training context it far outperforms RoPE's scalings) put
+    to the track: DroPE against training-free YaRN on the same seeds' RoPE runs at 16x L, told apart only where the
+    95% intervals over sequences do not overlap; and what its recalibration cost."""
+    x16, label = 16 * t.L, label_of(t, "drope")
+
+    seeds = [s for s in seeds if ("drope", s, TASKS[0], label, x16) in t.pooled]
+
+    def side(task, s):
+        """1: DroPE above YaRN, -1: below, 0: their intervals overlap."""
+        d, y = t.pooled[("drope", s, task, label, x16)], t.pooled[("rope", s, task, SCALED["yarn"], x16)]
+        n = sum(r["samples"] for r in t.rows if (r["run"], r["seed"], r["task"], r["length"]) == ("drope", s, task, x16))
+        (lo_d, hi_d), (lo_y, hi_y) = interval(d, n), interval(y, n)
+        return 1 if lo_d > hi_y else -1 if hi_d < lo_y else 0
+    sides = {task: {side(task, s) for s in seeds} for task in TASKS}
+    above = [f"`{task}`" for task, v in sides.items() if v == {1}]
+    below = [f"`{task}`" for task, v in sides.items() if v == {-1}]
+    rest = [f"`{task}`" for task, v in sides.items() if v not in ({1}, {-1})]
+    study = (reports.parent / "make" / "study.mk").read_text()
+    overrides = re.search(r"^ARGS_drope := (.+)$", study, re.M)[1].split()
+    cfg = load_config(Config, reports.parent / "configs" / "extend-4x-tasks.yaml", overrides)
+    base = load_config(Config, reports.parent / "configs" / "tasks.yaml")
+    fine_tune = load_config(Config, reports.parent / "configs" / "extend-4x-tasks.yaml")
+    tokens = cfg.train.max_steps * cfg.train.batch_size * cfg.model.max_seq_len
+    base_tokens = base.train.max_steps * base.train.batch_size * base.model.max_seq_len
+    return paragraph(
+        "**DroPE's claim, put to the track.** Its paper recalibrates RoPE models without positions and reports them far "
+        "ahead of RoPE's scalings past the training context (arXiv 2512.12167, abstract). Here, against training-free "
+        f"YaRN on the same seeds' RoPE runs at 16x L, the two told apart only where their 95% intervals over sequences "
+        f"do not overlap in every seed: DroPE is above on {listed(above) if above else 'no task'}, below on "
+        f"{listed(below) if below else 'no task'}, and level or mixed across seeds on {listed(rest) if rest else 'no task'}.",
+        f"Its recalibration is {number(cfg.train.max_steps)} steps of {cfg.train.batch_size} x {cfg.model.max_seq_len} "
+        f"tokens ({number(tokens)} tokens, {100 * tokens / base_tokens:.1f}% of the RoPE run's {number(base_tokens)}), at "
+        "L, added to its budget;",
+        claim(fine_tune.train.max_steps * fine_tune.train.batch_size * fine_tune.model.max_seq_len == tokens,
+              "the 4x fine-tunes train as many tokens at 4x L."))
+
+
 def readme_summary(reports: Path) -> str:
     """README.md's paragraph on the track: what every seed learned, how far each encoding reads, and the methods."""
     t = track(reports / "tasks")
@@ -1291,7 +1390,7 @@ def readme_summary(reports: Path) -> str:
 
 # {page, from the checkout's root: {block name: its rendering from the reports folder}} (render.reports merges these)
 BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {"README.md": {"track-summary": readme_summary},
-                                                       "reports/tasks/README.md": {"seeds-show": seeds_show, "heads": where_heads_look,
+                                                       "reports/tasks/README.md": {"every-method": every_method, "seeds-show": seeds_show, "heads": where_heads_look,
                                                        "context": context_intro, "self-extend": self_extend, "rerope": rerope,
                                                        "leaky-rerope": leaky_rerope, "dca": dca, "sinks": sinks, "logn": logn,
                                                        "seed-16": seed_16, "anchor": anchor, "kazemnejad": beside_kazemnejad,

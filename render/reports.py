@@ -26,7 +26,7 @@ from config import ArgumentParser, UserError, run_cli
 from render import (bench_report, extrapolation, gpu_study, heads, model_report, passkey, probe, smollm2, task_track,
                     tasks, text_study)
 from render.prose import FalseClaim
-from render.rows import curves, previous_rows, spread
+from render.rows import ppl_block, previous_rows
 
 # (rows file, a field its every row has, table file, the evaluator's markdown of the rows)
 TABLES: list[tuple[str, str, str, Callable[[list[dict]], str]]] = [
@@ -58,36 +58,6 @@ def rendered(folder: Path) -> dict[Path, str]:
 
 
 # ----------------------------------------------------------------------------- tables inside a README
-
-def ppl_block(folder: Path, shown: list[tuple[str, str, str, str]], digits: int, multiples: bool = False,
-              per_seed: tuple[int, ...] = ()) -> str:
-    """A perplexity table from folder/results.json: one line per (run, curve label as results.md names it) with the
-    run and scaling as the page names them, mean ± sample sd over seeds at each length (headed by tokens and
-    multiple of L, or with `multiples` by the multiple alone), then each seed's value at the multiples `per_seed`."""
-    rows = previous_rows(folder / "results.json", "eval.extrapolation", "ppl")
-    lengths = sorted({r["length"] for r in rows})
-    L = min(r["train_length"] for r in rows)
-    cells = curves(rows)
-    head = [f"{n // L}x" if multiples else f"{n} ({n // L}x)" for n in lengths]
-    head += [f"{'L' if k == 1 else f'{k}x'}, per seed" for k in per_seed]
-    lines = ["| run | scaling | " + " | ".join(head) + " |",
-             "|---|---|" + "---:|" * len(lengths) + "---|" * len(per_seed)]
-    for run, label, name, scaling in shown:
-        (curve,) = [c for (r, _, lab, _), c in cells.items() if (r, lab) == (run, label)]
-        values = []
-        for n in lengths:
-            ppl = [r["ppl"] for r in curve.get(n, [])]
-            if not ppl or None in ppl:
-                values.append("n/a")
-                continue
-            mean, sd = spread(ppl)
-            values.append(f"{mean:.{digits}f} ± {sd:.{digits}f}")
-        for k in per_seed:
-            by_seed = sorted(curve.get(k * L, []), key=lambda r: r["seed"])
-            values.append(" / ".join(f"{r['ppl']:.{digits}f}" for r in by_seed))
-        lines.append(f"| {name} | {scaling} | " + " | ".join(values) + " |")
-    return "\n".join(lines)
-
 
 TEXT_STUDY = [("learned", "none", "learned", "none"), ("sinusoidal", "none", "sinusoidal", "none"),
               ("rope", "none", "rope", "none"), ("alibi", "none", "alibi", "none"), ("nope", "none", "nope", "none")]

@@ -13,8 +13,8 @@ from typing import Callable
 
 from config import Config, load_config
 from render import gpu_study
-from render.prose import bullet, claim, paragraph
-from render.rows import previous_rows, relative_to_nope
+from render.prose import bullet, claim, listed, paragraph
+from render.rows import ppl_block, previous_rows, relative_to_nope
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = "reports/extrapolation/README.md"
@@ -815,6 +815,56 @@ def context_methods(folder: Path) -> str:
 
 
 # {page, from the checkout's root: {block name: its rendering from the reports folder}} (render.reports merges these)
+NEWER = {"fox": "FoX (forget gate, no positions)", "p-rope": "p-RoPE (p = 0.75)",
+         "rnope-swa": "RNoPE-SWA (3 RoPE layers over L/4, 1 NoPE)", "drope": "DroPE (RoPE recalibrated without positions)"}
+
+
+def own_curve(s: Study, run: str) -> tuple:
+    """A run's own curve: unscaled, or a continued run's 'none (fine-tuned)'."""
+    (scaling,) = {r["scaling"] for r in s.rows if r["run"] == run and r["scaling"] in ("none", "none (fine-tuned)")}
+    return (run, scaling, None)
+
+
+def newer_methods(folder: Path) -> str:
+    """"Newer methods": FoX, p-RoPE, RNoPE-SWA and DroPE beside RoPE, ALiBi and NoPE, from the rows of the seeds they
+    ran (make extrapolation RUNS="fox p-rope rnope-swa drope")."""
+    s = Study(folder)
+    present = [run for run in NEWER if any(r["run"] == run for r in s.rows)]
+    if not present:
+        return paragraph("Not measured yet: `make -j2 study-eval study-probe SEED_NUMBERS=\"1 2 3\" RUNS=\"rope fox p-rope "
+                         "rnope-swa drope\" RESUME=1 THREADS=1` trains and measures them.")
+    L, X16 = s.L, s.lengths[-1]
+    curves = {run: own_curve(s, run) for run in present}
+    at_L = {run: s.at(c, L) for run, c in curves.items()}
+    rise = {run: ratio(s.at(c, X16), at_L[run]) for run, c in curves.items()}
+    better = [NEWER[r] for r in present if below(at_L[r], s.at(ROPE, L))]
+    worse = [NEWER[r] for r in present if below(s.at(ROPE, L), at_L[r])]
+    flat = [NEWER[r] for r in present if max(rise[r]) < max(ratio(s.at(ALIBI, X16), s.at(ALIBI, L))) + 0.05]
+    beats_yarn = [NEWER[r] for r in present if below(s.at(curves[r], X16), s.at(DYNAMIC_YARN, X16))]
+
+    def named(runs):
+        return listed(runs) if runs else "none of them"
+    steps = load_config(Config, ROOT / "configs" / "extend-4x.yaml").train.max_steps
+    table = ppl_block(folder, [("rope", "none", "rope", "none"), ("alibi", "none", "alibi", "none"),
+                               ("nope", "none", "nope", "none"),
+                               ("rope", "dynamic-yarn (s = T/L, cached)", "rope", "dynamic-yarn, through the cache")]
+                      + [(run, curves[run][1], NEWER[run], "none") for run in present],
+                      digits=1, multiples=True, per_seed=(1, 16))
+    out = [
+        paragraph(f"`make -j2 study-eval study-probe SEED_NUMBERS=\"{' '.join(map(str, s.seeds))}\" RUNS=\"rope fox "
+                  "p-rope rnope-swa drope\" RESUME=1 THREADS=1` trains them with the study's recipe (DroPE: the seed's "
+                  f"RoPE run continued without positions for the 4x fine-tunes' {steps} steps and tokens, at L) and "
+                  "measures them as the other rows; the table gives mean ± sd over the seeds and each seed's value at L "
+                  "and 16x."),
+        table,
+        paragraph(f"In every seed, below RoPE's perplexity at L: {named(better)}; above it: {named(worse)}.",
+                  f"At {X16 // L}x L within 5% of ALiBi's flatness (16x over 1x): {named(flat)}.",
+                  f"Below RoPE with training-free dynamic YaRN (the best training-free RoPE row) at {X16 // L}x in every "
+                  f"seed: {named(beats_yarn)}."),
+    ]
+    return "\n\n".join(out)
+
+
 def readme_summary(folder: Path) -> str:
     """README.md's paragraphs on the text study: what its headline table and the more-encodings tables show."""
     s = Study(folder)
@@ -869,6 +919,7 @@ def readme_summary(folder: Path) -> str:
 BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {"README.md": {
     "study-summary": lambda reports: readme_summary(reports / "extrapolation")}, PAGE: {
     "at-l": lambda reports: at_L(reports / "extrapolation"),
+    "newer-methods": lambda reports: newer_methods(reports / "extrapolation"),
     "past-l": lambda reports: past_L(reports / "extrapolation"),
     "probes": lambda reports: probes(reports / "extrapolation"),
     "scalings": lambda reports: scalings(reports / "extrapolation"),

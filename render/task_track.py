@@ -1253,6 +1253,19 @@ def label_of(t: Track, run: str) -> str:
                                                               for r in t.rows) else "none")
 
 
+def named(runs: list[str]) -> str:
+    return listed(runs) if runs else "none of them"
+
+
+def added_lists(t: Track, present: list[str], seeds: list[int]) -> tuple[list[str], list[str]]:
+    """The added methods, by name, that learned all five tasks at L on every seed, and that kept the induction tasks at
+    50% or more at 16x L on every seed."""
+    x16 = 16 * t.L
+    return ([ADDED[r] for r in present if all(t.learned.get((r, s, task), False) for task in TASKS for s in seeds)],
+            [ADDED[r] for r in present if all((t.pooled.get((r, s, task, label_of(t, r), x16)) or 0) >= 0.5
+                                              for task in INDUCTION for s in seeds)])
+
+
 def every_method(reports: Path) -> str:
     """"Every method on the track": each other encoding, RoPE variant, position schedule and DroPE on the seeds they
     ran, beside RoPE (unscaled and with training-free YaRN), ALiBi, NoPE and T5 on the same seeds."""
@@ -1281,9 +1294,7 @@ def every_method(reports: Path) -> str:
     for run, label, name in shown:
         lines.append(f"| {name} | {missed(run) if label == label_of(t, run) else ''} | "
                      + " | ".join(cell(run, label, task, x16) for task in TASKS) + " |")
-    learned_all = [ADDED[r] for r in present if missed(r) == "none"]
-    kept = [ADDED[r] for r in present
-            if all((at(r, label_of(t, r), task, x16, s) or 0) >= 0.5 for task in INDUCTION for s in seeds)]
+    learned_all, kept = added_lists(t, present, seeds)
     intro = paragraph(
         f"`make extrapolation-tasks-added SEED_NUMBERS=\"{' '.join(map(str, seeds))}\"` trains the other methods with "
         "the committed recipe and evaluates them as the track's runs: each cell below is the accuracy (%) at 16x L "
@@ -1291,21 +1302,18 @@ def every_method(reports: Path) -> str:
         "and the second column the tasks a run left below 90% at the length it was trained at (†: its rows past L "
         "say nothing about extrapolation). Every row, length and band, with intervals: [results.md](results.md).")
     said = paragraph(
-        f"Learned all five tasks at L on every one of these seeds: {listed(learned_all) if learned_all else 'none of them'}.",
-        f"Kept `copy`, `recall` and `passkey` at 50% or more at 16x L on every seed: "
-        f"{listed(kept) if kept else 'none of them'}.")
+        f"Learned all five tasks at L on every one of these seeds: {named(learned_all)}.",
+        f"Kept `copy`, `recall` and `passkey` at 50% or more at 16x L on every seed: {named(kept)}.")
     parts = [intro, "\n".join(lines), said]
     if "drope" in present:
         parts.append(drope_against_yarn(reports, t, seeds))
     return "\n\n".join(parts)
 
 
-def drope_against_yarn(reports: Path, t: Track, seeds: list[int]) -> str:
-    """DroPE's claim (arXiv 2512.12167, abstract: past the training context it far outperforms RoPE's scalings) put
-    to the track: DroPE against training-free YaRN on the same seeds' RoPE runs at 16x L, told apart only where the
-    95% intervals over sequences do not overlap; and what its recalibration cost."""
+def drope_sides(t: Track, seeds: list[int]) -> tuple[list[str], list[str], list[str]]:
+    """The tasks on which DroPE is above training-free YaRN at 16x L in every seed (95% intervals over sequences
+    apart), below it, and the rest."""
     x16, label = 16 * t.L, label_of(t, "drope")
-
     seeds = [s for s in seeds if ("drope", s, TASKS[0], label, x16) in t.pooled]
 
     def side(task, s):
@@ -1315,9 +1323,15 @@ def drope_against_yarn(reports: Path, t: Track, seeds: list[int]) -> str:
         (lo_d, hi_d), (lo_y, hi_y) = interval(d, n), interval(y, n)
         return 1 if lo_d > hi_y else -1 if hi_d < lo_y else 0
     sides = {task: {side(task, s) for s in seeds} for task in TASKS}
-    above = [f"`{task}`" for task, v in sides.items() if v == {1}]
-    below = [f"`{task}`" for task, v in sides.items() if v == {-1}]
-    rest = [f"`{task}`" for task, v in sides.items() if v not in ({1}, {-1})]
+    return ([f"`{task}`" for task, v in sides.items() if v == {1}], [f"`{task}`" for task, v in sides.items() if v == {-1}],
+            [f"`{task}`" for task, v in sides.items() if v not in ({1}, {-1})])
+
+
+def drope_against_yarn(reports: Path, t: Track, seeds: list[int]) -> str:
+    """DroPE's claim (arXiv 2512.12167, abstract: past the training context it far outperforms RoPE's scalings) put
+    to the track: DroPE against training-free YaRN on the same seeds' RoPE runs at 16x L, told apart only where the
+    95% intervals over sequences do not overlap; and what its recalibration cost."""
+    above, below, rest = drope_sides(t, seeds)
     study = (reports.parent / "make" / "study.mk").read_text()
     overrides = re.search(r"^ARGS_drope := (.+)$", study, re.M)[1].split()
     cfg = load_config(Config, reports.parent / "configs" / "extend-4x-tasks.yaml", overrides)
@@ -1385,7 +1399,25 @@ def readme_summary(reports: Path) -> str:
         f"{WORDS[len(c['dca'].seeds)]};",
         claim(sinks_far <= 0.12, "sinks read nothing past their window;"),
         claim(logn_ways == {True, False} and len(logn_apart) <= 1,
-              "log-n moves ALiBi's retrieval both ways, mostly within the noise."))
+              "log-n moves ALiBi's retrieval both ways, mostly within the noise."),
+        added_sentence(t))
+
+
+def added_sentence(t: Track) -> str:
+    """README.md's sentence on the other methods of the track, once their rows are in ('' before)."""
+    present = [run for run in ADDED if any(r["run"] == run for r in t.rows)]
+    if not present:
+        return ""
+    seeds = sorted({r["seed"] for r in t.rows if r["run"] in present})
+    learned_all, kept = added_lists(t, present, seeds)
+    drope = ""
+    if "drope" in present:
+        above, below, _ = drope_sides(t, seeds)
+        drope = (f"; DroPE against training-free YaRN at 16x, intervals apart in every seed: above on "
+                 f"{listed(above) if above else 'no task'}, below on {listed(below) if below else 'no task'}")
+    return (f"[Every other method](reports/tasks/README.md#every-method-on-the-track) (seeds "
+            f"{listed([str(s) for s in seeds])}): all five tasks learned at L in every seed by {named(learned_all)}; "
+            f"`copy`, `recall` and `passkey` kept at 50% or more at 16x by {named(kept)}{drope}.")
 
 
 # {page, from the checkout's root: {block name: its rendering from the reports folder}} (render.reports merges these)

@@ -825,6 +825,23 @@ def own_curve(s: Study, run: str) -> tuple:
     return (run, scaling, None)
 
 
+def named(runs: list[str]) -> str:
+    return listed(runs) if runs else "none of them"
+
+
+def newer_lists(s: Study, present: list[str]) -> tuple[list[str], ...]:
+    """The newer methods, by name, that in every seed are below RoPE at L, above it, within 5% of ALiBi's flatness
+    at 16x L (16x over 1x), and below RoPE with dynamic YaRN at 16x."""
+    L, X16 = s.L, s.lengths[-1]
+    curves = {run: own_curve(s, run) for run in present}
+    at_L = {run: s.at(c, L) for run, c in curves.items()}
+    rise = {run: ratio(s.at(c, X16), at_L[run]) for run, c in curves.items()}
+    return ([NEWER[r] for r in present if below(at_L[r], s.at(ROPE, L))],
+            [NEWER[r] for r in present if below(s.at(ROPE, L), at_L[r])],
+            [NEWER[r] for r in present if max(rise[r]) < max(ratio(s.at(ALIBI, X16), s.at(ALIBI, L))) + 0.05],
+            [NEWER[r] for r in present if below(s.at(curves[r], X16), s.at(DYNAMIC_YARN, X16))])
+
+
 def newer_methods(folder: Path) -> str:
     """"Newer methods": FoX, p-RoPE, RNoPE-SWA and DroPE beside RoPE, ALiBi and NoPE, from the rows of the seeds they
     ran (make extrapolation RUNS="fox p-rope rnope-swa drope")."""
@@ -835,15 +852,7 @@ def newer_methods(folder: Path) -> str:
                          "rnope-swa drope\" RESUME=1 THREADS=1` trains and measures them.")
     L, X16 = s.L, s.lengths[-1]
     curves = {run: own_curve(s, run) for run in present}
-    at_L = {run: s.at(c, L) for run, c in curves.items()}
-    rise = {run: ratio(s.at(c, X16), at_L[run]) for run, c in curves.items()}
-    better = [NEWER[r] for r in present if below(at_L[r], s.at(ROPE, L))]
-    worse = [NEWER[r] for r in present if below(s.at(ROPE, L), at_L[r])]
-    flat = [NEWER[r] for r in present if max(rise[r]) < max(ratio(s.at(ALIBI, X16), s.at(ALIBI, L))) + 0.05]
-    beats_yarn = [NEWER[r] for r in present if below(s.at(curves[r], X16), s.at(DYNAMIC_YARN, X16))]
-
-    def named(runs):
-        return listed(runs) if runs else "none of them"
+    better, worse, flat, beats_yarn = newer_lists(s, present)
     steps = load_config(Config, ROOT / "configs" / "extend-4x.yaml").train.max_steps
     table = ppl_block(folder, [("rope", "none", "rope", "none"), ("alibi", "none", "alibi", "none"),
                                ("nope", "none", "nope", "none"),
@@ -913,7 +922,15 @@ def readme_summary(folder: Path) -> str:
         "[Context methods](reports/extrapolation/README.md#training-free-context-methods-three-seeds):",
         f"attention sinks keep RoPE's perplexity at {X16 // L}x within {bound(100 * sinks_flat, 1)}% of L's (reading "
         f"nothing past their window, says the task track); ReRoPE and DCA cost ALiBi {x_span(alibi_cost)}.")
-    return "\n\n".join([first, more])
+    present = [run for run in NEWER if any(r["run"] == run for r in s.rows)]
+    if not present:
+        return "\n\n".join([first, more])
+    better, worse, flat, beats_yarn = newer_lists(s, present)
+    newer = paragraph(
+        f"**[Newer methods](reports/extrapolation/README.md#newer-methods-fox-p-rope-rnope-swa-and-drope)**, in every "
+        f"seed: below RoPE at L, {named(better)}; above it, {named(worse)}; as flat as ALiBi to {X16 // L}x, "
+        f"{named(flat)}; below dynamic YaRN at {X16 // L}x, {named(beats_yarn)}.")
+    return "\n\n".join([first, more, newer])
 
 
 BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {"README.md": {

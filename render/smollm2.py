@@ -205,6 +205,70 @@ def same_tokens(folder: Path) -> str:
     return "\n\n".join(out)
 
 
+GPU_RUNS = {"yarn": "smollm2-yarn", "pi": "smollm2-pi", "control": "smollm2-continued", "yarn-pose": "smollm2-yarn-pose"}
+
+
+def full_windows(folder: Path) -> str:
+    """The section "Full windows on a GPU, beside PoSE" (issue 61): `make gpu-smollm2-eval`'s rows in folder/gpu,
+    the fine-tunes at full 32,768-token windows and YaRN with this page's PoSE recipe, on the same tokens as the CPU
+    rows; the passkey map to 32,768 tokens."""
+    gpu = folder / "gpu"
+    if not (gpu / "results.json").exists():
+        return paragraph(
+            "Not measured yet. On a machine with a GPU: `make gpu-smollm2-parts` here (the model, the gguf package and "
+            "the books, in parts a device command carries), then there `make gpu-smollm2-extend` (the three fine-tunes "
+            "at full 32,768-token windows, and YaRN with this page's PoSE recipe) and `make gpu-smollm2-eval` (each on "
+            "the same tokens as above, and the passkey map to 32,768 tokens for the YaRN fine-tunes and training-free "
+            "YaRN), into reports/smollm2/gpu; reports/bench/README.md, \"On a GPU: the pieces\", says how.")
+    cpu, r = Rows(folder), Rows(gpu)
+    lengths = r.lengths
+    labels = {"yarn": "yarn (fine-tuned)", "pi": "linear (fine-tuned)", "control": "none (fine-tuned)",
+              "yarn-pose": "yarn (fine-tuned)"}
+    full = {v: {n: r.ppl.get((run, labels[v], n)) for n in lengths} for v, run in GPU_RUNS.items()}
+    pose = cpu.tuned("yarn")
+    config = yaml.safe_load((gpu / "extend" / "smollm2-yarn.yaml").read_text())
+    t = config["train"]
+    per_step = t["seq_len"] * t["batch_size"] * t["grad_accum"]
+    log = [json.loads(line) for line in (gpu / "extend" / "smollm2-yarn.jsonl").read_text().splitlines()]
+    steps = max(row["step"] for row in log)
+    lines = ["| fine-tune | " + " | ".join(number(n) for n in lengths) + " |", "|---|" + "---:|" * len(lengths),
+             "| YaRN, PoSE windows of 2,048 (the CPU's, above) | " + " | ".join(ppl(pose[n]) for n in lengths) + " |"]
+    names = {"yarn": "YaRN, full windows", "yarn-pose": "YaRN, PoSE windows of 2,048, on the GPU",
+             "pi": "PI, full windows", "control": "no scaling, full windows (the control)"}
+    for v in ("yarn", "yarn-pose", "pi", "control"):
+        if None not in full[v].values():
+            lines.append(f"| {names[v]} | " + " | ".join(ppl(full[v][n]) for n in lengths) + " |")
+    x4 = lengths[-1]
+    gap = pose[x4] / full["yarn"][x4] - 1
+    out = [paragraph(
+        f"On {(gpu / 'report.json').exists() and json.loads((gpu / 'report.json').read_text()).get('hardware') or 'a GPU'}: "
+        f"the same config with `train.seq_len={t['seq_len']}` and contiguous positions, {steps} steps of "
+        f"{number(per_step)} tokens ({number(steps * per_step)}), "
+        f"{logged_minutes(log, per_step):.0f} minutes for YaRN's; rows in [gpu/](gpu/), scored on the same tokens as "
+        "above."), "\n".join(lines),
+        paragraph(
+            "PoSE's claim, that short windows whose positions span the target length fine-tune as well as full ones "
+            "(arXiv 2309.10400, abstract),",
+            f"{'holds' if abs(gap) < 0.05 else 'does not hold'} here at {number(x4)} tokens: the PoSE fine-tune is "
+            f"{percent(pose[x4], full['yarn'][x4])} {'above' if gap > 0 else 'below'} the full-window one "
+            f"({ppl(pose[x4])} against {ppl(full['yarn'][x4])}; within 5% would count as matching; one book's "
+            "tokens, one seed).")]
+    keys = previous_rows(gpu / "passkey.json", "eval.passkey", "depth") if (gpu / "passkey.json").exists() else []
+    if keys:
+        found: dict[tuple, list[int]] = {}
+        for row in keys:
+            cell = found.setdefault((row["run"], row["scaling"], row["length"]), [0, 0])
+            cell[0], cell[1] = cell[0] + row["hits"], cell[1] + row["trials"]
+        out.append(paragraph(
+            "The passkey map (the keys found, over every depth): "
+            + "; ".join(f"{run if run != BASE else 'training-free YaRN' if scaling == 'yarn' else 'unscaled'} at "
+                        f"{number(n)}: {hits} of {trials}"
+                        for (run, scaling, n), (hits, trials) in sorted(found.items()))
+            + " ([gpu/passkey.png](gpu/passkey.png))."))
+    return "\n\n".join(out)
+
+
 # {page: {block name: its rendering from the reports folder}} (render.reports merges these)
 BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
-    "reports/smollm2/README.md": {"smollm2-same-tokens": lambda reports: same_tokens(reports / "smollm2")}}
+    "reports/smollm2/README.md": {"smollm2-same-tokens": lambda reports: same_tokens(reports / "smollm2"),
+                                  "smollm2-full-windows": lambda reports: full_windows(reports / "smollm2")}}

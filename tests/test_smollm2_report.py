@@ -162,3 +162,29 @@ def test_every_length_scores_the_same_tokens():
     assert {r["length"] for r in SAME} == {L, 2 * L, 4 * L}
     # the native measurement of the converted model reads the same book at 32,768 as transformers did by length
     assert abs(same("SmolLM2-135M-Instruct-Q4_1", "none", 4 * L)["ppl"] / PPL[("none", 4 * L)]["ppl"] - 1) < 1e-4
+
+
+def test_the_full_window_section_renders_a_gpu_sessions_rows(tmp_path):
+    """Issue 61's section, rehearsed: make gpu-smollm2-eval's folder (here built from the CPU rows: the fine-tunes
+    renamed, YaRN's doubled as the GPU's PoSE run, its perplexity at 32k raised 10%) renders the table, PoSE's claim
+    from the numbers and the passkey counts; before a GPU session it says how to measure them."""
+    import shutil
+    from render.smollm2 import full_windows
+    folder = tmp_path / "smollm2"
+    shutil.copytree(REPORT, folder, ignore=shutil.ignore_patterns("gpu"))
+    assert "Not measured yet" in full_windows(folder)
+    rows = json.loads((REPORT / "results.json").read_text())
+    gpu = [dict(r) for r in rows if r["run"] in ("smollm2-yarn", "smollm2-pi", "smollm2-continued")]
+    for r in [r for r in gpu if r["run"] == "smollm2-yarn"]:
+        gpu.append({**r, "run": "smollm2-yarn-pose"})
+        if r["length"] == 32768:
+            r["ppl"] *= 1.1  # full windows, 10% above the CPU's PoSE fine-tune at 32k
+    (folder / "gpu" / "extend").mkdir(parents=True)
+    (folder / "gpu" / "results.json").write_text(json.dumps(gpu))
+    for name in ("smollm2-yarn.yaml", "smollm2-yarn.jsonl"):
+        shutil.copy(REPORT / "extend" / name, folder / "gpu" / "extend" / name)
+    (folder / "gpu" / "passkey.json").write_text((REPORT / "passkey.json").read_text())
+    text = " ".join(full_windows(folder).split())
+    assert "| YaRN, full windows | 28.19 | 28.19 | 32.02 |" in text and "| PI, full windows | 54.78 |" in text
+    assert "does not hold here at 32,768 tokens: the PoSE fine-tune is 9% below the full-window one" in text
+    assert "training-free YaRN at 16,384: 40 of 60" in text and "unscaled at 16,384: 0 of 60" in text

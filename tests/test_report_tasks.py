@@ -108,21 +108,33 @@ def learned_at_L(run: str, seed: int = 11) -> set[str]:
     return {t for (r, s, t), ok in learned(TRACK_ROWS).items() if (r, s) == (run, seed) and ok}
 
 
+def added_runs(seed: int) -> set[str]:
+    """make extrapolation-tasks-added's runs in the rows of a seed (render.task_track.ADDED), on its seeds 11-13."""
+    from render.task_track import ADDED
+    added = {r["run"] for r in TRACK_ROWS if r["seed"] == seed} - set(AT_L)
+    assert added <= set(ADDED) and (not added or seed in (11, 12, 13)), added
+    return added
+
+
 def test_the_track_is_every_run_of_every_seed_at_every_length_and_band():
     from render.rows import curve_label
+    from render.task_track import label_of, track
     assert {r["seed"] for r in TRACK_ROWS} == set(TRACK_SEEDS)
     for seed in TRACK_SEEDS:
         rows = [r for r in TRACK_ROWS if r["seed"] == seed]
-        assert {r["run"] for r in rows} == set(AT_L)
+        added = added_runs(seed)
+        assert {r["run"] for r in rows} == set(AT_L) | added
         assert {curve_label(r) for r in rows if r["run"] == "rope"} == {"none", *SCALED.values()}
-        for run, label in [(r, AT_L[r][0]) for r in AT_L] + [("rope", s) for s in SCALED.values()]:
+        own = [(r, label_of(track(TASK_REPORT), r)) for r in sorted(added)]
+        for run, label in [(r, AT_L[r][0]) for r in AT_L] + [("rope", s) for s in SCALED.values()] + own:
             for task in TASK_NAMES:
                 cells = {(r["length"], r["distance"]) for r in rows
                          if (r["run"], r["task"]) == (run, task) and curve_label(r) == label}
                 assert {n for n, _ in cells} == {L, X2, X4, X8, X16}, (run, label, task)
                 assert len(cells) == 1 + 2 + 3 + 4 + 5, (run, label, task)  # (0, L], then doubling bands to n
-    assert {(r["run"], r["seed"]) for r in TRAINING} == {(run, s) for s in TRACK_SEEDS for run in AT_L
-                                                         if AT_L[run][1] == L}  # fine-tunes have no curves
+    from_scratch = {(run, s) for s in TRACK_SEEDS for run in AT_L if AT_L[run][1] == L}
+    from_scratch |= {(run, s) for s in TRACK_SEEDS for run in added_runs(s) if run != "drope"}  # DroPE is continued
+    assert {(r["run"], r["seed"]) for r in TRAINING} == from_scratch  # fine-tunes have no curves
 
 
 def test_a_far_back_anchor():
@@ -213,8 +225,10 @@ def heads() -> dict[tuple[str, int, str], dict]:
 
 
 def test_the_heads_probe_covers_every_recipe_run_of_the_track():
+    from render.task_track import ADDED
     runs = {(run, seed) for run, seed, _ in heads()}
-    assert runs == {(e, s) for s in TRACK_SEEDS for e in AT_L if AT_L[e][1] == L}  # the fine-tunes aside
+    encodings = {(e, s) for s in TRACK_SEEDS for e in AT_L if AT_L[e][1] == L}  # the fine-tunes aside
+    assert encodings <= runs and {run for run, _ in runs - encodings} <= set(ADDED)  # and the added encodings
 
 
 def test_the_pages_alibi_slopes_are_the_models():

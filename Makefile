@@ -43,6 +43,19 @@ test-fast: install  ## the inner loop: every test not marked slow (under a minut
 reports: install  ## render every report table again from its committed rows
 	$(PY) -m render.reports
 
+# The CPU speed tables of reports/bench/README.md, measured again on an otherwise idle machine (the figures move by
+# 10-20% from run to run on a busy one): every encoding, then our RoPE model against each peer in turns on the same
+# batches (NANOGPT=path/to/nanoGPT/model.py adds nanoGPT's; `make reports` renders each bench.md from its bench.json).
+BENCH_CPU ?= reports/bench/cpu
+NANOGPT ?=
+BENCH_PEER = $(PY) -m speed.bench --config configs/tiny.yaml --positions rope --multiples 1 --decode-multiples 1 \
+	--steps 5 --rounds 15
+bench-cpu: install  ## the CPU speed tables: every encoding, and our model against GPT-2, transformers (and nanoGPT)
+	$(PY) -m speed.bench --config configs/tiny.yaml --out $(BENCH_CPU)
+	$(BENCH_PEER) --peer gpt2 --out $(BENCH_CPU)/peer-gpt2
+	$(BENCH_PEER) --peer transformers --out $(BENCH_CPU)/peer-transformers
+	$(if $(NANOGPT),$(BENCH_PEER) --peer $(NANOGPT) --out $(BENCH_CPU)/peer-nanogpt)
+
 visualize: install  ## pictures of RoPE, the scalings and ALiBi for learners (reports/visualize)
 	$(PY) visualize.py --out reports/visualize
 
@@ -60,6 +73,6 @@ RESUME ?=
 EVAL_RESUME := $(if $(RESUME),--resume)
 .SECONDEXPANSION:
 
-.PHONY: install demo test test-fast reports visualize clean help
+.PHONY: install demo test test-fast reports bench-cpu visualize clean help
 
 include make/study.mk make/tasks.mk make/smollm2.mk make/gpu.mk

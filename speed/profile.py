@@ -31,8 +31,8 @@ from torch.autograd import DeviceType
 
 from config import ArgumentParser, Config, UserError, run_cli
 from device import autocast, compiled, keep_freed_host_memory, pick_device
-from speed.bench import (bench_config, device_name, make_step, mode_note, random_batch, sync, time_steps,
-                        training_row)
+from render.bench_report import mode_note
+from speed.bench import bench_config, device_name, make_step, random_batch, sync, time_steps, training_row
 from model.gpt import GPT, make_optimizer
 
 # Kernel (CPU: operator) names by category, the first match wins: attention before matrix products,

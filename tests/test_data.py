@@ -305,8 +305,8 @@ def test_cli_prepares_and_reports_errors_in_one_line(corpus, tmp_path):
     run = subprocess.run([sys.executable, "-m", "data.prepare", "--config", str(config), "data.vocab=1"],
                          cwd=REPO, env=env, capture_output=True, text=True)
     assert run.returncode == 2 and run.stderr.strip().splitlines() == \
-        ["error: unknown config key 'data.vocab'; valid keys here: cache_dir, max_documents, source, "
-         "test_fraction, text_field, val_fraction, vocab_size"]
+        ["error: unknown config key 'data.vocab'; valid keys here: cache_dir, curriculum, max_documents, source, "
+         "start_token, test_fraction, text_field, val_fraction, vocab_size"]
 
 
 def test_a_parquet_corpus_streams_through_text_field_in_bounded_memory(tmp_path):

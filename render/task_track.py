@@ -128,14 +128,20 @@ class Search:
         return {r["step"]: {k.removeprefix("val_acc_"): v for k, v in r.items() if k.startswith("val_acc_")}
                 for r in rows}
 
-    def minutes(self, row: int) -> str | None:
-        """The row's training time by its log's last wall clock (train.py's wall_s), '18 minutes on 1 thread'; None
-        for the logs kept from before train.py recorded it."""
+    def clock(self, row: int) -> tuple[float, int] | None:
+        """The row's training minutes and threads by its log's last wall clock (train.py's wall_s); None for the logs
+        kept from before train.py recorded it."""
         rows = [json.loads(line) for line in (self.folder / f"{self.table[row]['log']}.jsonl").read_text().splitlines()]
-        last = rows[-1]
-        if "wall_s" not in last:
+        return (rows[-1]["wall_s"] / 60, rows[-1]["threads"]) if "wall_s" in rows[-1] else None
+
+    def minutes(self, rows) -> str | None:
+        """'37 and 38 minutes on one thread' for rows whose logs hold their clock, all on as many threads."""
+        clocks = [self.clock(r) for r in rows]
+        if None in clocks or len({t for _, t in clocks}) != 1:
             return None
-        return f"{last['wall_s'] / 60:.0f} minutes on {last['threads']} thread{'s' if last['threads'] > 1 else ''}"
+        threads = clocks[0][1]
+        return (f"{listed([f'{m:.0f}' for m, _ in clocks])} minutes on "
+                f"{'one thread' if threads == 1 else f'{threads} threads'}")
 
     def final(self, row: int) -> dict[str, float]:
         return self.log(self.table[row]["log"])[self.table[row]["step"]]
@@ -1144,9 +1150,10 @@ def search_nope(reports: Path) -> str:
         "values the facts hold but not which key holds each ([Where the heads look](#where-the-heads-look)); binding a "
         "value to the key just before it takes telling neighbouring positions apart, which NoPE can only infer. Three "
         f"ways to make that easier: half the length (row {shown[0]}, `model.max_seq_len=64`: half the positions to tell "
-        f"apart), a start token before every sequence (row {shown[1]}: a scratch copy of `data/tasks.py` that shifts "
-        "each sequence one token right behind a token of its own, id 162, `data.vocab_size=163`; a head attending evenly "
-        "over the prefix gives a fixed first token the share 1/(t+1) at position t, from which a later layer can read t) "
+        f"apart), a start token before every sequence (row {shown[1]}, `data.start_token=true data.vocab_size=163`: each "
+        "sequence one token right behind a token of its own, id 162; a head attending evenly over the prefix gives a "
+        "fixed first token the share 1/(t+1) at position t, from which a later layer can read t"
+        + (f"; {q.minutes([shown[1]])}, beside another run" if q.minutes([shown[1]]) else "") + ") "
         f"and eight heads of 8 instead of four of 16 (row {shown[2]}, `model.n_heads=8 model.n_kv_heads=8`).",
         claim(all(r[x] >= 0.9 for r in rows for x in ("copy", "passkey", *SINGLE_HOP))
               and q.never_learned(shown, ("recall",)) and fb["copy"] < 0.9,
@@ -1158,12 +1165,13 @@ def search_nope(reports: Path) -> str:
     curr = (73, 74)
     most = at_most(q, curr, "recall")
     curriculum = paragraph(
-        f"**A curriculum over distance for NoPE** (rows {curr[0]}-{curr[1]}, seed 7 as row {base}, 8,000 steps): of the "
-        "remedies the track was asked to try (models per task, a curriculum over "
-        "distance, more heads or width, a longer schedule, a learning-rate sweep), the one no NoPE run had tried. A "
-        "scratch copy of `data/tasks.py` placed every training fact within 32 tokens of the token that asks for it at "
-        "step 0, a window growing linearly to the whole sequence by step 4,000 (validation as always, facts anywhere), at "
-        "lr 3e-3 and 1e-2.",
+        f"**A curriculum over distance for NoPE** (rows {curr[0]}-{curr[1]}, seed 7 as row {base}, 8,000 steps"
+        + (f"; {q.minutes(curr)}, each beside another run" if q.minutes(curr) else "")
+        + "): of the remedies the track was asked to try "
+        "(models per task, a curriculum over distance, more heads or width, a longer schedule, a learning-rate sweep), the "
+        "one no NoPE run had tried. `data.curriculum=[32, 4000]` places every training fact within 32 tokens of the "
+        "token that asks for it at step 0, a bound growing linearly to the whole sequence by step 4,000 (validation as "
+        "always, facts anywhere), at lr 3e-3 and 1e-2 (`train.lr=1e-2 train.min_lr=1e-3`).",
         claim(q.never_learned(curr, ("recall",)) and all(f(r)[x] >= 0.9 for r in curr for x in SINGLE_HOP),
               f"`recall` ended at {per_seed(f(r)['recall'] for r in curr)} ({pct(most)}% at most at any step), `copy` "
               f"at {per_seed(f(r)['copy'] for r in curr)}: near facts first do not teach NoPE to bind a key to its "

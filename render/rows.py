@@ -52,8 +52,8 @@ def spread(values: list[float]) -> tuple[float, float | None]:
 
 def relative_to_nope(rows: list[dict]) -> dict[tuple, dict[int, list[list[float]]]]:
     """{curve key: {length: [per seed: bucket loss minus NoPE's, same seed, same windows]}}."""
-    nope = {(r["seed"], r["length"]): r["loss_by_position"] for r in rows
-            if r["position"] == "nope" and r["loss_by_position"]}
+    nope = {(r["seed"], r["length"]): r["loss_by_position"] for r in rows  # the run trained without positions
+            if r["run"] == "nope" and r["scaling"] == "none" and r["loss_by_position"]}  # (not DroPE, also nope)
     out: dict[tuple, dict[int, list[list[float]]]] = {}
     for key, cells in curves(rows).items():
         for length, rs in cells.items():

@@ -815,8 +815,10 @@ def context_methods(folder: Path) -> str:
 
 
 # {page, from the checkout's root: {block name: its rendering from the reports folder}} (render.reports merges these)
-NEWER = {"fox": "FoX (forget gate, no positions)", "p-rope": "p-RoPE (p = 0.75)",
-         "rnope-swa": "RNoPE-SWA (3 RoPE layers over L/4, 1 NoPE)", "drope": "DroPE (RoPE recalibrated without positions)"}
+NEWER = {"fox": "FoX", "p-rope": "p-RoPE", "rnope-swa": "RNoPE-SWA", "drope": "DroPE"}
+NEWER_ROWS = {"fox": "FoX (forget gate, no positions)", "p-rope": "p-RoPE (p = 0.75)",
+              "rnope-swa": "RNoPE-SWA (3 RoPE layers over L/4, 1 NoPE)",
+              "drope": "DroPE (RoPE recalibrated without positions)"}  # the table's names
 
 
 def own_curve(s: Study, run: str) -> tuple:
@@ -857,7 +859,7 @@ def newer_methods(folder: Path) -> str:
     table = ppl_block(folder, [("rope", "none", "rope", "none"), ("alibi", "none", "alibi", "none"),
                                ("nope", "none", "nope", "none"),
                                ("rope", "dynamic-yarn (s = T/L, cached)", "rope", "dynamic-yarn, through the cache")]
-                      + [(run, curves[run][1], NEWER[run], "none") for run in present],
+                      + [(run, curves[run][1], NEWER_ROWS[run], "none") for run in present],
                       digits=1, multiples=True, per_seed=(1, 16))
     out = [
         paragraph(f"`make -j2 study-eval study-probe SEED_NUMBERS=\"{' '.join(map(str, s.seeds))}\" RUNS=\"rope fox "
@@ -871,6 +873,15 @@ def newer_methods(folder: Path) -> str:
                   f"Below RoPE with training-free dynamic YaRN (the best training-free RoPE row) at {X16 // L}x in every "
                   f"seed: {named(beats_yarn)}."),
     ]
+    if "drope" in present:
+        drope, base, nope = s.at(curves["drope"], L), s.at(ROPE, L), s.at(NOPE, L)
+        out.append(paragraph(
+            f"**DroPE here**: after {steps} steps without positions its perplexity at L is "
+            f"{span(above(drope, base))}% above the RoPE runs' it started from,",
+            f"{fmt(drope)} against {fmt(nope)} for NoPE trained from scratch (seeds {s.seeds[0]}-{s.seeds[-1]});",
+            f"past L it stays within {bound(100 * (max(ratio(s.at(curves['drope'], X16), drope)) - 1), 1)}% of its L "
+            "(the paper's recalibration runs far longer on far larger models, arXiv 2512.12167; its code's QK-norm "
+            "variant is not tried here)."))
     return "\n\n".join(out)
 
 

@@ -873,6 +873,23 @@ def newer_methods(folder: Path) -> str:
                   f"Below RoPE with training-free dynamic YaRN (the best training-free RoPE row) at {X16 // L}x in every "
                   f"seed: {named(beats_yarn)}."),
     ]
+    probes = folder / "probes-newer" / "probes.json"
+    if probes.exists():  # eval.probe of these runs alone (the committed probes.json is of an older eval.probe)
+        rows = previous_rows(probes, "eval.probe", "probe")
+        gains: dict[tuple, list[float]] = {}
+        for r in rows:
+            if r["probe"] == "copy" and r.get("gain") is not None and r["distance"] > r["train_length"]:
+                gains.setdefault((r["run"], r["distance"]), []).append(r["gain"])
+        most = max(statistics.fmean(g) for g in gains.values())
+        keys = [r for r in rows if r["probe"] == "passkey" and r["value"] is not None]
+        best = max(keys, key=lambda r: r["value"])
+        out.append(paragraph(
+            "The context-use probes of these runs ([probes-newer/probes.md](probes-newer/probes.md)):",
+            f"a first copy of a span past L lowers the loss on the second by {most:+.3f} nats at most (mean over "
+            f"seeds), and the passkey is ranked first in at most {round(best['value'] * best['samples'])} of a cell's "
+            f"{best['samples']} trials (chance 1 in {best['candidates']}):",
+            "none of them copies from past L; their flat rows measure local prediction, as ALiBi's do." if most < 0.01
+            else "some copying past L shows."))
     if "drope" in present:
         drope, base, nope = s.at(curves["drope"], L), s.at(ROPE, L), s.at(NOPE, L)
         out.append(paragraph(

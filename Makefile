@@ -44,14 +44,16 @@ reports: install  ## render every report table again from its committed rows
 	$(PY) -m render.reports
 
 # The CPU speed tables of reports/bench/README.md, measured again on an otherwise idle machine (the figures move by
-# 10-20% from run to run on a busy one): every encoding, then our RoPE model against each peer in turns on the same
-# batches (NANOGPT=path/to/nanoGPT/model.py adds nanoGPT's; `make reports` renders each bench.md from its bench.json).
+# 10-20% from run to run on a busy one): every encoding, the profile of a step, then our RoPE model against each
+# peer in turns on the same batches (NANOGPT=path/to/nanoGPT/model.py adds nanoGPT's). `make reports` renders the
+# page's tables from them.
 BENCH_CPU ?= reports/bench/cpu
 NANOGPT ?=
 BENCH_PEER = $(PY) -m speed.bench --config configs/tiny.yaml --positions rope --multiples 1 --decode-multiples 1 \
-	--steps 5 --rounds 15
+	--steps 5 --rounds 45
 bench-cpu: install  ## the CPU speed tables: every encoding, and our model against GPT-2, transformers (and nanoGPT)
 	$(PY) -m speed.bench --config configs/tiny.yaml --out $(BENCH_CPU)
+	$(PY) -m speed.profile --config configs/tiny.yaml --evaluations 0 --out $(BENCH_CPU)/profile
 	$(BENCH_PEER) --peer gpt2 --out $(BENCH_CPU)/peer-gpt2
 	$(BENCH_PEER) --peer transformers --out $(BENCH_CPU)/peer-transformers
 	$(if $(NANOGPT),$(BENCH_PEER) --peer $(NANOGPT) --out $(BENCH_CPU)/peer-nanogpt)

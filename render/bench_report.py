@@ -1,9 +1,12 @@
-"""The measured GPU prose of reports/bench/README.md, rendered by `make reports` from the committed measurements in
-reports/bench/gpu: the profiles (profile.json, before-rope-table/ and alibi/; modes/reduce-overhead/profile.md, whose
-profile.json did not come back), the bench tables' rows (bench.json of the H100 calls and the H200's peer/ and biases/),
-the CUDA tests' output, the MiniMind epoch's log and the H200's first-call log. A comparative sentence is written only
-while its predicate holds (render.prose). The bench tables (bench.md) are not rendered again (render.reports, LEFT_OUT).
-Not in any committed file, so written here: the 64 decoded tokens, the H100's bf16 peak and the 45% and 90% aims."""
+"""The measured prose and tables of reports/bench/README.md, rendered by `make reports` from committed measurements.
+
+On the CPU: reports/bench/cpu (`make bench-cpu`: every encoding, the peers, the profile) and its history.json (changes
+measured when they were made, before their output was kept as files). On the GPU: reports/bench/gpu, the profiles
+(profile.json, before-rope-table/ and alibi/; modes/reduce-overhead/profile.md, whose profile.json did not come back),
+the bench tables' rows (bench.json of the H100 calls and the H200's peer/ and biases/), the CUDA tests' output, the
+MiniMind epoch's log and the H200's first-call log. A comparative sentence is written only while its predicate holds
+(render.prose). Not in any committed file, so written here: the 64 decoded tokens, the H100's bf16 peak and the 45%
+and 90% aims."""
 from __future__ import annotations
 
 import json
@@ -12,7 +15,7 @@ import statistics
 from pathlib import Path
 from typing import Callable
 
-from render.prose import bullet, claim, number, paragraph
+from render.prose import bullet, claim, listed, number, paragraph
 
 DECODED = 64  # speed.bench times the last 64 tokens of each context
 PEAK = 989e12  # the H100's bf16 FLOP/s (speed.bench's peak table)
@@ -330,6 +333,156 @@ def left(reports: Path) -> str:
                      f"({WORDS[len(g.now)]} passes, `gpu/profile.md`)."))])
 
 
+# ----------------------------------------------------------------------------- the CPU page's tables
+
+PEERS = {"nanogpt": "nanoGPT `model.py`", "gpt2": "GPT-2 (this repo)", "transformers": "transformers' Llama"}
+WHOSE = {"nanogpt": "nanoGPT's", "gpt2": "GPT-2's", "transformers": "transformers' Llama's"}
+LEVEL = 0.05  # "level with a peer": the model-FLOP/s ratio within 5% of 1
+AIM_OVER_NANOGPT = 1.2
+
+
+class Cpu:
+    """The committed CPU measurements, read from reports/bench/cpu (`make bench-cpu`) and its history.json."""
+
+    def __init__(self, reports: Path):
+        self.folder = folder = reports / "bench" / "cpu"
+        load = lambda name: json.loads((folder / name).read_text())  # noqa: E731
+        self.bench, self.profile, self.history = load("bench.json"), load("profile/profile.json"), load("history.json")
+        self.rows = {r["position"]: r for r in self.bench["rows"]}
+        self.peers = {name: load(f"peer-{name}/bench.json") for name in PEERS if (folder / f"peer-{name}").is_dir()}
+
+    def at(self, position: str, multiple: int) -> dict:
+        return next(e for e in self.rows[position]["eval"] if e["multiple"] == multiple)
+
+
+def cpu_peers(reports: Path) -> str:
+    """Our RoPE model against each peer of the same shape, trained in turns (`make bench-cpu`)."""
+    c = Cpu(reports)
+    rounds = [r for m in c.peers.values() for r in m["peer"]["round_ratios"]]
+    counts = sorted({len(m["peer"]["round_ratios"]) for m in c.peers.values()})
+    lines = [paragraph(f"On the 2-core CPU ({c.bench['device']}, float32, eager), `make bench-cpu` (each peer in one "
+                       f"run of {listed([str(n) for n in counts])} rounds; `cpu/peer-NAME/bench.md`):"), "",
+             "| peer | ours, tokens/s | peer, tokens/s | model FLOP/s ratio | its rounds |", "|---|---:|---:|---:|---:|"]
+    for name, m in c.peers.items():
+        p = m["peer"]
+        lines.append(f"| {PEERS[name]} | {number(p['ours_tokens_per_s'])} | {number(p['train_tokens_per_s'])} | "
+                     f"{p['ratio']:.2f}x | {min(p['round_ratios']):.2f} to {max(p['round_ratios']):.2f} |")
+    return "\n".join(lines + ["", paragraph(
+        f"The rounds spread from {min(rounds):.2f} to {max(rounds):.2f} (another process's burst slows one model of a "
+        "pair), so read the medians, not a round.")])
+
+
+def cpu_profile(reports: Path) -> str:
+    """Where our CPU training step goes, and what that bounds against nanoGPT."""
+    c = Cpu(reports)
+    p = c.profile
+    span = p["span_ms"] / p["steps"]
+    ms = {k: v * span for k, v in p["shares"].items()}
+    kernel = ms["matmul"] + ms["attention"]
+    lines = [paragraph(
+        f"`python -m speed.profile --config configs/tiny.yaml --evaluations 0` (`cpu/profile/profile.md`): "
+        f"{number(p['tokens_per_s'])} tokens/s, a step of {p['step_ms']:.0f} ms (batch {p['batch_size']} x "
+        f"{p['seq_len']} tokens, {p['params'] / 1e6:.2f}M parameters, float32, eager). Under the profiler a step "
+        f"spans {span:.0f} ms: matrix products {ms['matmul']:.0f} ms, attention {ms['attention']:.0f} ms, the other "
+        f"operators {ms['elementwise and other']:.0f} ms and {ms['idle']:.0f} ms outside any operator (Python, "
+        "dispatch). The top operators by self time a step:"), "",
+        "| operator | category | ms a step | share |", "|---|---|---:|---:|"]
+    lines += [f"| `{k['name']}` | {k['category']} | {k['ms'] / p['steps']:.1f} | {100 * k['share']:.1f}% |"
+              for k in p["top"][:8]]
+    nanogpt = c.peers.get("nanogpt")
+    if nanogpt:
+        ratio = nanogpt["peer"]["ratio"]
+        bound = ratio * span / kernel
+        lines += ["", paragraph(
+            "nanoGPT's step runs the same matrix products and the same attention kernel (the shapes are equal).",
+            f"Removing every other operator and every gap from our step would leave {kernel:.0f} of its {span:.0f} ms, "
+            f"so at most {bound:.2f}x nanoGPT's model FLOP/s (ours is {ratio:.2f}x):",
+            f"{AIM_OVER_NANOGPT}x is out of reach at equal numerics; it needs fewer FLOPs per token, lower precision or "
+            "another kernel." if bound < AIM_OVER_NANOGPT else
+            f"{AIM_OVER_NANOGPT}x would need nearly every other operator gone.")]
+    return "\n".join(lines)
+
+
+def cpu_history(reports: Path) -> str:
+    """The changes tried on the CPU and the memory reuse, as measured when they were made (history.json)."""
+    h = Cpu(reports).history
+    lines = [paragraph(h["about"]), "", "| change | measured | after / before | kept |", "|---|---|---:|---|"]
+    for t in h["tried"]:
+        if "after_over_before" in t:
+            ratio = " to ".join(f"{r:.2f}" for r in t["after_over_before"])
+        elif isinstance(t["before"], dict):  # FIRE's share of RoPE's tokens/s, each run's
+            share = {when: t[when]["fire"] / t[when]["rope"] for when in ("before", "after")}
+            ratio = (f"{share['after'] / share['before']:.2f} ({100 * share['before']:.0f}% of RoPE before, "
+                     f"{100 * share['after']:.0f}% after)")
+        else:
+            ratio = f"{t['after'] / t['before']:.2f} ({number(t['after'])} against {number(t['before'])})"
+        lines.append(f"| {t['change']} | {t['measure']} | {ratio} | {'yes' if t['kept'] else 'no'} |")
+    m = h["memory_reuse"]
+    lines += ["", paragraph(f"**CPU memory reuse** ({m['change']}), {m['how']}, against the commit before "
+                            f"({m['baseline']}):"), "",
+              "| command | before | after | after / before |", "|---|---:|---:|---:|"]
+    lines += [f"| {r['what']} | {r['before_s']:.1f} s | {r['after_s']:.1f} s | {r['ratio']:.2f} |"
+              for r in m["commands"]]
+    (sys_before, sys_after), (faults_before, faults_after) = m["system_s"], m["minor_faults_at_30_steps"]
+    peak_before, peak_after = m["study_peak_mib"]
+    lines += ["", paragraph(
+        "The commands: " + "; ".join(f"`{r['command']}`" if r["command"].startswith("python") else r["command"]
+                                     for r in m["commands"]) + ".",
+        claim(sys_after < sys_before and faults_after < faults_before,
+              f"System time fell from {sys_before} s to {sys_after} s in the first command, and its minor page "
+              f"faults at 30 steps from {faults_before / 1e6:.2f}M to {faults_after / 1e6:.2f}M."),
+        f"The price is memory: the study run's peak grew from {number(peak_before)} to {number(peak_after)} MiB.",
+        "Every memory measurement (`device.PeakMemory`: the tables above, and each cell of `eval.extrapolation`) first "
+        "hands the kept blocks back (`malloc_trim`), so it counts the memory in use and grows with the length;",
+        claim(m["evaluation_ratio_without_release"] < m["commands"][-1]["ratio"],
+              "that re-faulting at each cell is why the evaluation gains less "
+              f"({m['evaluation_ratio_without_release']:.2f} without it, {m['commands'][-1]['ratio']:.2f} with it)."))]
+    return "\n".join(lines)
+
+
+def cpu_latest(reports: Path) -> str:
+    """Every encoding's tables (cpu/bench.md), then what the sinks and the learned biases' columns say."""
+    c = Cpu(reports)
+    L = c.bench["seq_len"]
+    tables = markdown(c.bench).split("\n", 2)[2].rstrip("\n")  # without its device line: the page says it above
+    multiple = c.rows["rope"]["generation"][-1]["multiple"]  # the longest decoding context, in L
+    eighth = {p: (r["generation"][-1]["tokens_per_s"], r["generation_sinks"][-1]["tokens_per_s"])
+              for p, r in c.rows.items() if r.get("generation_sinks")}
+    sixteen = {p: c.at(p, 16)["tokens_per_s"] / c.at("rope", 16)["tokens_per_s"] for p in ("t5", "kerple", "fire")}
+    return "\n".join([
+        paragraph(f"`make bench-cpu` (`python -m speed.bench --config configs/tiny.yaml --out reports/bench/cpu`, "
+                  f"{c.bench['device']}, torch {c.bench['torch']}, the machine otherwise idle; `cpu/bench.md`):"), "",
+        tables, "",
+        paragraph(
+            f"**Sinks** at {multiple}x L decode "
+            + listed([f"{p} at {eighth[p][1] / eighth[p][0]:.2f}x" for p in sorted(eighth)])
+            + " the speed with every token kept (one reading of 64 tokens each, in one run: rough figures). Their "
+            f"rolling cache holds L tokens where the full one holds {multiple} L; a RoPE model "
+            "also scores its sinks' keys a second time, rotated at the positions they are shown at "
+            "(`merged_attention`, model/context.py)."),
+        "",
+        paragraph(
+            f"**The learned biases at 16x L** ({number(16 * L)} tokens): their bias is a (heads, T, S) float mask "
+            "built once per forward, so at long lengths they pay for T x S values that RoPE and ALiBi never build:",
+            claim(max(sixteen.values()) < 1,
+                  f"t5 at {100 * sixteen['t5']:.0f}% of RoPE's evaluation tokens/s, kerple {100 * sixteen['kerple']:.0f}%,"
+                  f" FIRE {100 * sixteen['fire']:.0f}%."),
+            "t5 and kerple depend on i - j only and build the mask from one bias per distance (a Toeplitz matrix). "
+            "FIRE's bias also depends on the query position, so each of the T x S values goes through its MLP; "
+            "evaluation uses the MLP as its piecewise-linear segments and, for consecutive positions, computes only "
+            "the keys each block of 256 queries sees (about half the pairs; what that gained is in the history "
+            "below).")])
+
+
+def cpu_summary(reports: Path) -> str:
+    """README.md's sentence on the CPU peers (the speed summary's first)."""
+    ratios = {n: m["peer"]["ratio"] for n, m in Cpu(reports).peers.items()}
+    named = listed([f"{r:.2f}x {WHOSE[n]}" for n, r in ratios.items()])
+    level = all(abs(1 - r) <= LEVEL for r in ratios.values())
+    return (f"On the 2-core CPU our RoPE model trains at {named} model FLOP/s (`make bench-cpu`)"
+            + (", level with each." if level else "."))
+
+
 # {page: {block name: its rendering from the reports folder}} (render.reports merges these)
 def readme_summary(reports: Path) -> str:
     """README.md's sentences on the GPU measurements, quoting the page's."""
@@ -338,6 +491,7 @@ def readme_summary(reports: Path) -> str:
     [at_32x] = [e for e in g.bench["rows"][0]["eval"] if e["multiple"] == 32]
     L = g.decode["seq_len"]
     return paragraph(
+        cpu_summary(reports),
         f"On one H100 (bf16, compiled, GPT-2 small's shape): {number(p['tokens_per_s'])} tokens/s, "
         f"{100 * p['mfu']:.1f}% MFU,",
         claim(max(abs(1 - r) for r in g.now) <= 0.003, "the same after three evaluations;"),
@@ -357,4 +511,5 @@ def readme_summary(reports: Path) -> str:
 BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {"README.md": {"speed-summary": readme_summary},
                                                        "reports/bench/README.md": {
     "bench-h100": h100, "bench-cuda-graphs": cuda_graphs, "bench-earlier": earlier, "bench-h200": h200,
-    "bench-left": left}}
+    "bench-left": left, "bench-cpu-peers": cpu_peers, "bench-cpu-profile": cpu_profile, "bench-cpu-latest": cpu_latest,
+    "bench-cpu-history": cpu_history}}

@@ -58,3 +58,19 @@ def test_a_sentence_the_rows_no_longer_support_stops_the_rendering(tmp_path, cap
         reports.main([str(folder), "--check"])
     err = capsys.readouterr().err
     assert e.value.code == 1 and "the rows no longer support" in err and "reads 16,384 tokens as well as 8,192" in err
+
+
+def test_the_cpu_bench_page_says_only_what_its_measurements_hold(tmp_path):
+    from render import bench_report
+    from render.prose import FalseClaim
+    shutil.copytree(REPORTS / "bench" / "cpu", tmp_path / "bench" / "cpu")
+    bench = tmp_path / "bench" / "cpu" / "bench.json"
+    results = json.loads(bench.read_text())
+    rows = {r["position"]: r for r in results["rows"]}
+    at_16x = lambda name: next(e for e in rows[name]["eval"] if e["multiple"] == 16)  # noqa: E731
+    share = at_16x("t5")["tokens_per_s"] / at_16x("rope")["tokens_per_s"]
+    assert f"t5 at {100 * share:.0f}% of RoPE's evaluation tokens/s" in bench_report.cpu_latest(tmp_path)
+    at_16x("t5")["tokens_per_s"] = 1.1 * at_16x("rope")["tokens_per_s"]  # its T x S mask no longer costs anything
+    bench.write_text(json.dumps(results))
+    with pytest.raises(FalseClaim, match="t5 at 110%"):
+        bench_report.cpu_latest(tmp_path)

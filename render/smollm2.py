@@ -10,7 +10,7 @@ from typing import Callable
 import yaml
 
 from render.model_report import logged_minutes
-from render.prose import claim, listed, number, paragraph, percent
+from render.prose import bullet, claim, listed, number, paragraph, percent
 from render.rows import previous_rows
 
 BASE = "SmolLM2-135M-Instruct-Q4_1"
@@ -33,8 +33,9 @@ class Rows:
         rows = previous_rows(folder / "results.json", "eval.extrapolation", "ppl")
         self.L = rows[0]["train_length"]
         self.lengths = sorted({r["length"] for r in rows})
-        self.ppl = {(r["run"], (r.get("context") or {}).get("type") or r["scaling"], r["length"]): r["ppl"]
-                    for r in rows}
+        # a context method's row is named by its method, with any setting off its defaults: "self-extend (group_size=8)"
+        self.ppl = {(r["run"], r["context"]["type"] if r["scaling"] == "none" and r.get("context") else r["scaling"],
+                     r["length"]): r["ppl"] for r in rows}
         self.seconds = {(r["run"], r["scaling"], r["length"]): r["tokens"] / r["tokens_per_s"]
                         for r in rows if not r.get("context") and r.get("tokens_per_s")}
         self.tokens = {r["tokens"] for r in rows}
@@ -268,7 +269,151 @@ def full_windows(folder: Path) -> str:
     return "\n\n".join(out)
 
 
+def defaults(method: str, L: int) -> dict:
+    """A context method's settings at its defaults for training length L (model/context.py)."""
+    from config import ContextConfig
+    from model.context import CONTEXT_METHODS, build_context
+    built = build_context(ContextConfig(method), L)
+    return {key: getattr(built, key) for key in CONTEXT_METHODS[method].keys}
+
+
+def signed(change: float) -> str:
+    """A relative change in percent with its sign, two decimals ("+0.04%"); "0.00%" when it rounds to nothing."""
+    text = f"{100 * change:+.2f}%"
+    return "0.00%" if text in ("+0.00%", "-0.00%") else text
+
+
+def keys_found(folder: Path) -> dict[tuple[str, int, float], tuple[int, int, float]]:
+    """passkey.json as {(scaling, length, depth): (hits, trials, share of the key's digits predicted right)}; a cell
+    measured twice counts once."""
+    rows = previous_rows(folder / "passkey.json", "eval.passkey", "depth")
+    return {(r["scaling"], r["length"], r["depth"]): (r["hits"], r["trials"], r["key_tokens"]) for r in rows}
+
+
+def by_length(folder: Path) -> str:
+    """The section "What it shows (by length)": by-length/results.json (through transformers, lengths on different
+    books, so every comparison is within a length) and passkey.json."""
+    r = Rows(folder / "by-length")
+    L, (x1, x2, x4) = r.L, r.lengths
+    none, linear, ntk, dynamic, yarn = (r.base(name) for name in SCALINGS)
+    methods = {m: r.base(m) for m in NAMES}
+    keys = keys_found(folder)
+    depths = sorted({d for (_, _, d) in keys})
+    first, middle, last = depths[0], depths[len(depths) // 2], depths[-1]
+    below = sorted({n for (_, n, _) in keys if n < L})
+    where = {first: "first", middle: "in the middle", last: "last, just before the question"}
+    digits = lambda scaling, n, d: f"{100 * keys[(scaling, n, d)][2]:.1f}%".replace(".0%", "%")  # noqa: E731
+    hits = lambda scaling, n, d: keys[(scaling, n, d)][0]  # noqa: E731
+    trials = keys[("none", L, middle)][1]
+    G, W = defaults("self-extend", L)["group_size"], defaults("self-extend", L)["window"]
+    shown = (x4 - 1) // G + W - W // G  # the largest distance Self-Extend shows at x4 (grouped keys, then the window)
+    bound = (L - W) * G + W  # the longest input whose grouped distances stay within L (its paper, section 3)
+    past = {m: v for m, v in methods.items() if m != "logn" and v}
+    at_L = {m: v[x1] / none[x1] - 1 for m, v in past.items()}
+    worst = max(v[n] / yarn[n] - 1 for v in past.values() for n in (x2, x4))
+    sinks = defaults("sinks", L)
+    logn = methods["logn"]
+    return "\n\n".join([
+        paragraph(claim(all(none[n] > 1.5 * yarn[n] for n in (x2, x4)),
+                        "**Without scaling, perplexity past the context is far above YaRN's on the same windows**:"),
+                  f"unscaled {ppl(none[x2])} at {number(x2)} and {ppl(none[x4])} at {number(x4)}; YaRN with s = length "
+                  f"/ {number(L)}, no fine-tuning, {ppl(yarn[x2])} and {ppl(yarn[x4])}."),
+        paragraph(claim(linear[x2] > none[x2],
+                        f"**PI without fine-tuning is worse than no scaling at 2x**: {ppl(linear[x2])} at {number(x2)} "
+                        f"against {ppl(none[x2])}."),
+                  "PI divides every frequency by s, the fast ones too, which the YaRN paper (section 3.1) names as the "
+                  "loss of high-frequency information; the PI paper's extended models are fine-tuned after "
+                  "interpolating (\"within 1000 steps\", its abstract)."),
+        paragraph(claim(all(abs(ntk[n] / yarn[n] - 1) < 0.02 for n in (x2, x4)),
+                        "**NTK-aware scaling matched to the length does as well as YaRN;"),
+                  claim(all(ntk[n] < dynamic[n] < none[n] for n in (x2, x4)), "dynamic NTK less well.**"),
+                  f"Static NTK gives {ppl(ntk[x2])} at {number(x2)} and {ppl(ntk[x4])} at {number(x4)} (YaRN "
+                  f"{ppl(yarn[x2])} and {ppl(yarn[x4])}). Dynamic NTK as transformers runs it in generation, each "
+                  f"cached key keeping the rotation of the length it was computed at, gives {ppl(dynamic[x2])} and "
+                  f"{ppl(dynamic[x4])}: {percent(dynamic[x2], ntk[x2])} and {percent(dynamic[x4], ntk[x4])} above "
+                  f"static NTK, and still far below no scaling ({ppl(none[x2])}, {ppl(none[x4])})."),
+        paragraph(claim(all(hits("none", n, d) == trials for n in below for d in depths)
+                        and hits("none", L, middle) == trials and hits("none", L, first) == hits("none", L, last) == 0,
+                        "**At its own context the passkey is found only in the middle.**"),
+                  f"SmolLM2 finds every key at {listed([number(n) for n in below])} tokens at every depth. At "
+                  f"{number(L)}, its context, it finds all {trials} keys placed {where[middle]}, but none placed "
+                  f"{where[first]} (its prediction of each digit, given the digits before it, right "
+                  f"{digits('none', L, first)} of the time) and none placed {where[last]} ({digits('none', L, last)}).",
+                  claim(all(hits("none", x2, d) == 0 for d in depths)
+                        and hits("yarn", x2, middle) == hits("yarn", x2, last) == trials and hits("yarn", x2, first) == 0,
+                        f"At {number(x2)} unscaled it finds none at any depth (its digits right "
+                        + listed([digits("none", x2, d) for d in depths]) + f" of the time, first to last); with YaRN (s = {x2 // L}) it finds all {trials} of the middle and of the last keys, and "
+                        f"none of the first ({digits('yarn', x2, first)} of the digits)."),
+                  "So without scaling, retrieval from both ends of the prompt fails between "
+                  f"{number(below[-1])} and {number(L)} tokens while the middle still holds at {number(L)}: the reverse "
+                  "of the U shape of Liu et al. 2023 (\"Lost in the Middle\", arXiv 2307.03172, figure 1), where the "
+                  "ends are found best."),
+        paragraph(claim(worst < 0.01,
+                        "**Training-free context methods come within 1% of YaRN's perplexity past L or below it, and so "
+                        f"does reading only the last {number(sinks['window'])} tokens.**"),
+                  "; a".join(f"t {number(n)}: " + ", ".join(f"{NAMES[m]} {ppl(v[n])}" for m, v in past.items())
+                             + f" (YaRN {ppl(yarn[n])}, unscaled {ppl(none[n])})" for n in (x2, x4)).join("A.") ,
+                  f"At L, where no scaling changes anything, "
+                  + ", ".join(f"{NAMES[m]} {ppl(past[m][x1])} ({signed(at_L[m])})" for m in sorted(at_L, key=at_L.get))
+                  + f" against {ppl(none[x1])}: the methods that show keys at other distances cost that much there, "
+                  f"while the sinks' window of {number(sinks['sinks'] + sinks['window'])} holds the whole input.",
+                  claim(shown > L and x4 > bound and methods["self-extend"][x4] < yarn[x4],
+                        f"At {number(x4)} Self-Extend's defaults (G = {G}, W = {number(W)}) show distances up to "
+                        f"{number(shown)}, past the {number(L)} trained and past its own bound of (L - W) G + W = "
+                        f"{number(bound)} tokens, and perplexity holds;"),
+                  f"G = 8, inside the bound, gives {ppl(r.ppl[(BASE, 'self-extend (group_size=8)', x4)])}.",
+                  "Self-Extend's claim, a longer context with no fine-tuning (Jin et al., arXiv 2401.01325, abstract), "
+                  "holds here in perplexity. But sinks, which read no token more than "
+                  f"{number(sinks['sinks'] + sinks['window'] - 1)} back (StreamingLLM, Xiao et al., arXiv 2309.17453, "
+                  "section 3.2, whose section 4.1 shows such a cache keeping perplexity flat over millions of tokens),",
+                  claim(all(methods["sinks"][n] <= 1.01 * min(v[n] for v in past.values()) for n in (x2, x4)),
+                        "match the best of them at both lengths:"),
+                  "perplexity past L says these methods do not break the model; it cannot say that any of them uses "
+                  "the tokens past L. The passkey can (`eval.passkey --context-method`, not measured here for "
+                  "SmolLM2)."),
+        paragraph(claim(all(abs(logn[n] / none[n] - 1) < 0.03 for n in (x2, x4)),
+                        f"**Log-n alone does not help**: {ppl(logn[x2])} at {number(x2)} and {ppl(logn[x4])} at "
+                        f"{number(x4)}, within 3% of unscaled RoPE;"),
+                  "it sharpens attention past L and shows RoPE no position it was trained on.")])
+
+
+def context_settings(folder: Path) -> str:
+    """The page's list item on the context methods' settings: each at its defaults for L (model/context.py)."""
+    r = Rows(folder / "by-length")
+    L = r.L
+    d = {m: defaults(m, L) for m in NAMES}
+    leaky = d["leaky-rerope"]
+    return bullet(
+        "**Context methods** (by length): `--context-method` through transformers' attention, no scaling, each at its "
+        f"defaults for L = {number(L)} (Self-Extend W = {number(d['self-extend']['window'])} and G = "
+        f"{d['self-extend']['group_size']}; ReRoPE W = {number(d['rerope']['window'])}; Leaky ReRoPE W = "
+        f"{number(leaky['window'])} and k = {leaky['k']:g}; DCA chunks of {number(d['dca']['chunk_size'])} with a local "
+        f"window of {number(d['dca']['local_window'])}; sinks: {d['sinks']['sinks']} and the last "
+        f"{number(d['sinks']['window'])}; log-n base {number(d['logn']['length'])}), at "
+        + listed([number(n) for n in r.lengths])
+        + " (Self-Extend with G = 8 at " + number(r.lengths[-1]) + " only).")
+
+
+def cell_times(folder: Path) -> str:
+    """The section "Time": each cell's seconds, from the rows' tokens/s and the passkey rows' seconds."""
+    rows = previous_rows(folder / "by-length" / "results.json", "eval.extrapolation", "ppl")
+    seconds = lambda names: [r["tokens"] / r["tokens_per_s"] for r in rows if r["scaling"] in names]  # noqa: E731
+    static, methods = seconds(("none", "linear", "ntk", "yarn")), seconds(NAMES)
+    dynamic = max(seconds(("dynamic",)))
+    keys = [r["seconds"] for r in previous_rows(folder / "passkey.json", "eval.passkey", "depth") if r.get("seconds")]
+    return paragraph(
+        f"On this machine a perplexity cell by length took {min(static):,.0f} to {max(static):,.0f} s under a static "
+        f"scaling, up to {dynamic:,.0f} s for dynamic NTK (decoding through its cache), {min(methods):,.0f} to "
+        f"{max(methods):,.0f} s under a context method, and a passkey cell (20 trials) {min(keys):,.0f} to "
+        f"{max(keys):,.0f} s, one or two threads each, often beside another job: each cell's seconds are in "
+        "[report.md](report.md) and [by-length/report.md](by-length/report.md). `make smollm2-report RESUME=1` measures "
+        "only the cells missing from the rows committed here.")
+
+
 # {page: {block name: its rendering from the reports folder}} (render.reports merges these)
 BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
     "reports/smollm2/README.md": {"smollm2-same-tokens": lambda reports: same_tokens(reports / "smollm2"),
-                                  "smollm2-full-windows": lambda reports: full_windows(reports / "smollm2")}}
+                                  "smollm2-full-windows": lambda reports: full_windows(reports / "smollm2"),
+                                  "smollm2-by-length": lambda reports: by_length(reports / "smollm2"),
+                                  "smollm2-time": lambda reports: cell_times(reports / "smollm2"),
+                                  "smollm2-context-settings": lambda reports: context_settings(reports / "smollm2")}}

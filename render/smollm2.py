@@ -353,7 +353,7 @@ def by_length(folder: Path) -> str:
                         f"does reading only the last {number(sinks['window'])} tokens.**"),
                   "; a".join(f"t {number(n)}: " + ", ".join(f"{NAMES[m]} {ppl(v[n])}" for m, v in past.items())
                              + f" (YaRN {ppl(yarn[n])}, unscaled {ppl(none[n])})" for n in (x2, x4)).join("A.") ,
-                  f"At L, where no scaling changes anything, "
+                  "At L, where no scaling changes anything, "
                   + ", ".join(f"{NAMES[m]} {ppl(past[m][x1])} ({signed(at_L[m])})" for m in sorted(at_L, key=at_L.get))
                   + f" against {ppl(none[x1])}: the methods that show keys at other distances cost that much there, "
                   f"while the sinks' window of {number(sinks['sinks'] + sinks['window'])} holds the whole input.",

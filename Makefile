@@ -35,7 +35,7 @@ TEST_WORKERS ?= auto
 test: install  ## every test (CPU; CUDA tests run where CUDA is)
 	REQUIRE_ORACLES=1 $(PY) -m pytest tests -n $(TEST_WORKERS) --dist worksteal
 
-test-fast: install  ## the inner loop: every test not marked slow (under a minute)
+test-fast: install  ## the inner loop: every test not marked slow
 	$(PY) -m pytest tests -m "not slow" -q -n $(TEST_WORKERS) --dist worksteal
 
 # Every report table rendered again from the committed rows beside it (render/reports.py); the tests check that

@@ -36,6 +36,9 @@ class Rows:
         # a context method's row is named by its method, with any setting off its defaults: "self-extend (group_size=8)"
         self.ppl = {(r["run"], r["context"]["type"] if r["scaling"] == "none" and r.get("context") else r["scaling"],
                      r["length"]): r["ppl"] for r in rows}
+        # each context method's settings as its rows record them, under the row's name
+        self.settings = {r["scaling"]: {k: v for k, v in r["context"].items() if k != "type"}
+                         for r in rows if r.get("context")}
         self.seconds = {(r["run"], r["scaling"], r["length"]): r["tokens"] / r["tokens_per_s"]
                         for r in rows if not r.get("context") and r.get("tokens_per_s")}
         self.tokens = {r["tokens"] for r in rows}
@@ -269,14 +272,6 @@ def full_windows(folder: Path) -> str:
     return "\n\n".join(out)
 
 
-def defaults(method: str, L: int) -> dict:
-    """A context method's settings at its defaults for training length L (model/context.py)."""
-    from config import ContextConfig
-    from model.context import CONTEXT_METHODS, build_context
-    built = build_context(ContextConfig(method), L)
-    return {key: getattr(built, key) for key in CONTEXT_METHODS[method].keys}
-
-
 def signed(change: float) -> str:
     """A relative change in percent with its sign, two decimals ("+0.04%"); "0.00%" when it rounds to nothing."""
     text = f"{100 * change:+.2f}%"
@@ -305,13 +300,13 @@ def by_length(folder: Path) -> str:
     digits = lambda scaling, n, d: f"{100 * keys[(scaling, n, d)][2]:.1f}%".replace(".0%", "%")  # noqa: E731
     hits = lambda scaling, n, d: keys[(scaling, n, d)][0]  # noqa: E731
     trials = keys[("none", L, middle)][1]
-    G, W = defaults("self-extend", L)["group_size"], defaults("self-extend", L)["window"]
+    G, W = r.settings["self-extend"]["group_size"], r.settings["self-extend"]["window"]
     shown = (x4 - 1) // G + W - W // G  # the largest distance Self-Extend shows at x4 (grouped keys, then the window)
     bound = (L - W) * G + W  # the longest input whose grouped distances stay within L (its paper, section 3)
     past = {m: v for m, v in methods.items() if m != "logn" and v}
     at_L = {m: v[x1] / none[x1] - 1 for m, v in past.items()}
     worst = max(v[n] / yarn[n] - 1 for v in past.values() for n in (x2, x4))
-    sinks = defaults("sinks", L)
+    sinks = r.settings["sinks"]
     logn = methods["logn"]
     return "\n\n".join([
         paragraph(claim(all(none[n] > 1.5 * yarn[n] for n in (x2, x4)),
@@ -378,10 +373,11 @@ def by_length(folder: Path) -> str:
 
 
 def context_settings(folder: Path) -> str:
-    """The page's list item on the context methods' settings: each at its defaults for L (model/context.py)."""
+    """The page's list item on the context methods' settings: each at its defaults for L (model/context.py), as the
+    rows record them."""
     r = Rows(folder / "by-length")
     L = r.L
-    d = {m: defaults(m, L) for m in NAMES}
+    d = r.settings
     leaky = d["leaky-rerope"]
     return bullet(
         "**Context methods** (by length): `--context-method` through transformers' attention, no scaling, each at its "

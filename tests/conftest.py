@@ -107,9 +107,8 @@ def logged_losses(run_dir, key="loss"):
 def context_defaults(method: str, L: int = 128) -> dict:
     """A context method's settings left at their defaults for a model of training length L (model/context.py)."""
     from config import ContextConfig
-    from model.context import CONTEXT_METHODS, build_context
-    built = build_context(ContextConfig(method), L)
-    return {key: getattr(built, key) for key in CONTEXT_METHODS[method].keys}
+    from model.context import build_context
+    return build_context(ContextConfig(method), L).settings
 
 
 def prose(path: Path) -> str:

@@ -211,10 +211,10 @@ def plot_task_accuracy(by_length: dict, by_distance: dict, learned: dict, out_di
     """accuracy_vs_length.png and accuracy_vs_distance.png of eval.tasks: a column per task, the encodings
     and fine-tunes above, the RoPE scalings below; the mean over seeds with a band from the lowest to the
     highest seed; a curve of a run that did not learn the task at L is drawn dotted."""
-    for curves, name, xlabel in ((by_length, "accuracy_vs_length.png", "evaluation length (multiples of L)"),
+    for panels, name, xlabel in ((by_length, "accuracy_vs_length.png", "evaluation length (multiples of L)"),
                                  (by_distance, "accuracy_vs_distance.png",
                                   "distance from the question back to the fact (tokens; band upper edge), longest length")):
-        tasks, rows = task_panels(curves)
+        tasks, rows = task_panels(panels)
         if not tasks:
             continue
         fig, axes = plt.subplots(2, len(tasks), figsize=(4.2 * len(tasks), 8.5), sharey=True, squeeze=False)
@@ -223,7 +223,7 @@ def plot_task_accuracy(by_length: dict, by_distance: dict, learned: dict, out_di
             for c, task in enumerate(tasks):
                 ax = axes[r][c]
                 for i, (run, label) in enumerate(labels):
-                    cells = curves.get((task, run, label))
+                    cells = panels.get((task, run, label))
                     points = [(x if name.endswith("length.png") else x[1], list(v.values()))
                               for x, v in sorted(cells.items()) if None not in v.values()] if cells else []
                     if not points:

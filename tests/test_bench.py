@@ -119,7 +119,7 @@ def test_a_peer_trains_in_turns_with_ours_and_the_ratio_is_of_model_flops(peer, 
                 "--out", str(tmp_path), *SMALL])
     results = json.loads((tmp_path / "bench.json").read_text())
     got = results["peer"]
-    d, L, T, V, layers = 32, 4, 64, 4096, 4  # configs/tiny.yaml with SMALL: 4 layers, 4 heads, head size 8
+    d, T, V, layers = 32, 64, 4096, 4  # configs/tiny.yaml with SMALL: 4 layers, 4 heads, head size 8
     attention = 12 * layers * 4 * 8 * T
     if peer == "gpt2":  # (4 d^2 + 4 d) attention + (8 d^2 + 5 d) MLP + 4 d LayerNorms per layer, 2 d final, tied V d
         n = layers * (12 * d * d + 13 * d) + 2 * d + V * d

@@ -18,7 +18,6 @@ from model.positions import Rope
 from model.rope import (
     SCALINGS,
     apply_rope,
-    SCALINGS,
     check_scaling,
     rope_angles,
     rope_frequencies,

@@ -446,7 +446,7 @@ def cpu_latest(reports: Path) -> str:
     L = c.bench["seq_len"]
     tables = markdown(c.bench).split("\n", 2)[2].rstrip("\n")  # without its device line: the page says it above
     multiple = c.rows["rope"]["generation"][-1]["multiple"]  # the longest decoding context, in L
-    eighth = {p: (r["generation"][-1]["tokens_per_s"], r["generation_sinks"][-1]["tokens_per_s"])
+    longest = {p: (r["generation"][-1]["tokens_per_s"], r["generation_sinks"][-1]["tokens_per_s"])
               for p, r in c.rows.items() if r.get("generation_sinks")}
     sixteen = {p: c.at(p, 16)["tokens_per_s"] / c.at("rope", 16)["tokens_per_s"] for p in ("t5", "kerple", "fire")}
     return "\n".join([
@@ -455,7 +455,7 @@ def cpu_latest(reports: Path) -> str:
         tables, "",
         paragraph(
             f"**Sinks** at {multiple}x L decode "
-            + listed([f"{p} at {eighth[p][1] / eighth[p][0]:.2f}x" for p in sorted(eighth)])
+            + listed([f"{p} at {longest[p][1] / longest[p][0]:.2f}x" for p in sorted(longest)])
             + " the speed with every token kept (one reading of 64 tokens each, in one run: rough figures). Their "
             f"rolling cache holds L tokens where the full one holds {multiple} L; a RoPE model "
             "also scores its sinks' keys a second time, rotated at the positions they are shown at "

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from config import Config, load_config
-from render.prose import bullet, claim, listed, number, paragraph
+from render.prose import bullet, claim, listed, number, paragraph, span
 from render.rows import previous_rows
 from render.summary import budget_step
 
@@ -26,11 +26,6 @@ PI = ("rope-pi", "linear (fine-tuned)", "fine-tuned")
 YARN = ("rope-yarn", "yarn (fine-tuned)", "fine-tuned")
 CONTROL = ("rope-continued", "none (fine-tuned)", None)
 WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
-
-
-def span(values, pattern: str = "{:.2f}") -> str:
-    """The range of per-seed values as the page writes it: "1.85-1.90"."""
-    return f"{pattern.format(min(values))}-{pattern.format(max(values))}"
 
 
 def seeds(which: list[int]) -> str:
@@ -191,7 +186,7 @@ def budget(reports: Path) -> str:
                      f"about {tokens / CORPUS_TOKENS:.1f} epochs**, now `configs/study-gpu.yaml`'s `max_steps`."),
                claim(max(finals) < runs["rope"][steps],
                      f"The seed's runs train a full cosine schedule to step {number(steps)}, so they end at a lower "
-                     f"loss than the budget runs had at step {number(steps)} (RoPE {span(finals, '{:.3f}')} in the "
+                     f"loss than the budget runs had at step {number(steps)} (RoPE {span(finals, 3)} in the "
                      f"{WORDS[len(g.seeds)]} seeds, against {runs['rope'][steps]:.3f})."))])
 
 
@@ -223,40 +218,40 @@ def alibi_paper(reports: Path) -> str:
                f"from {alibi[0]:.2f} at 1x to {alibi[-1]:.2f} at 16x (means), as in the paper's table, where ALiBi "
                "keeps improving a little past L."),
         bullet(claim(min(sin_2x) > 1.5 and min(sin.values()) > 3,
-                     f"Sinusoidal blows up: {span(sin_2x)}x its 1x perplexity at 2x L and {span(sin.values())}x at "
+                     f"Sinusoidal blows up: {span(sin_2x, 2)}x its 1x perplexity at 2x L and {span(sin.values(), 2)}x at "
                      "16x."),
                claim(max(cpu_sin) < 1.5, "This is the paper's pattern, which the CPU study did not show "
-                                         f"({span(cpu_sin)}x at 16x).")),
+                                         f"({span(cpu_sin, 2)}x at 16x).")),
         bullet(claim(all(r < s for r, s in zip(rope_2x, sin_2x)),
                      "RoPE degrades more slowly than sinusoidal at first "
-                     f"(+{span([100 * (r - 1) for r in rope_2x], '{:.0f}')}% at 2x against "
-                     f"+{span([100 * (s - 1) for s in sin_2x], '{:.0f}')}%)"),
-               f"and ends at {span(rope.values())}x at 16x.",
+                     f"(+{span([100 * (r - 1) for r in rope_2x])}% at 2x against "
+                     f"+{span([100 * (s - 1) for s in sin_2x])}%)"),
+               f"and ends at {span(rope.values(), 2)}x at 16x.",
                claim(len(passes) == 1 and all(abs(r / s - 1) < 0.02 for r, s in level.values()),
                      f"It does not stay behind: in {seeds(passes)} its 16x ratio passes sinusoidal's "
                      + "".join(f"({rope[s]:.2f}x against {sin[s]:.2f}x), and its perplexity there is level with it "
                                f"({level[s][0]:.2f} against {level[s][1]:.2f})." for s in passes))),
         bullet(claim(all(map(g.rope_best_at_L, every)) and min(gap) > 0,
-                     f"At L, RoPE is best in every seed and ALiBi {span(gap, '{:.1f}')}% behind;"),
+                     f"At L, RoPE is best in every seed and ALiBi {span(gap, 1)}% behind;"),
                "the paper has ALiBi ahead at L = 512 on far larger models."),
         bullet(claim(min(min(v) for v in above.values()) > 15
                      and max(paper.values()) / min(paper.values()) - 1 < 0.02,
                      "At L the encodings without a relative distance trail far more than in the paper: "
-                     f"sinusoidal {span(above['sinusoidal'], '{:.0f}')}%, learned {span(above['learned'], '{:.0f}')}% "
-                     f"and NoPE {span(above['nope'], '{:.0f}')}% above RoPE in every seed, where the paper's appendix "
+                     f"sinusoidal {span(above['sinusoidal'])}%, learned {span(above['learned'])}% "
+                     f"and NoPE {span(above['nope'])}% above RoPE in every seed, where the paper's appendix "
                      "Table 2 has sinusoidal, rotary and ALiBi within 2% of each other at L = 512 "
                      f"({', '.join(f'{v:.2f}' for v in paper.values())})."),
                claim(g.steps < overfit[0],
                      f"A likely cause, not measured here: these runs stop at {number(g.steps)} steps, "
                      f"{g.tokens / CORPUS_TOKENS:.1f} epochs of a {CORPUS_TOKENS / 1e6:.1f}M-token corpus, where "
-                     f"validation loss turns up soon after (step {span(overfit, '{:}')}, above),"),
+                     f"validation loss turns up soon after (step {span(overfit)}, above),"),
                "so an encoding that must learn position from the data gets little of it, while the paper's models "
                "train on WikiText-103's 103M tokens."),
         bullet(claim(len({f"{r - 1:.0%}" for r in cpu_nope}) == 1 and all(map(g.nope_worst, every))
                      and round(max(nope.values()) / min(nope.values())) == 5,
                      f"NoPE, nearly flat in the CPU study (+{cpu_nope[0] - 1:.0%} at 16x), fails worst past L, but by "
                      "a margin that varies five-fold across seeds: "
-                     f"{span(nope.values())}x its 1x perplexity at 16x."),
+                     f"{span(nope.values(), 2)}x its 1x perplexity at 16x."),
                claim(1 < nope[closest] / sin[closest] < 1.02,
                      f"In seed {closest} it is barely worse than sinusoidal ({nope[closest]:.2f}x against "
                      f"{sin[closest]:.2f}x)."))])
@@ -281,11 +276,11 @@ def scalings(reports: Path) -> str:
         claim(max(abs(v - 1) for v in fixed_pi.values()) < 0.09 and 1 not in fixed_pi.values(),
               "PI at a fixed s = 4 is within 9% of unscaled RoPE at 16x, below it in "
               f"{seeds([s for s in every if fixed_pi[s] < 1])} and above it in "
-              f"{seeds([s for s in every if fixed_pi[s] > 1])} ({span(fixed_pi.values())}x)."),
+              f"{seeds([s for s in every if fixed_pi[s] > 1])} ({span(fixed_pi.values(), 2)}x)."),
         claim(all(v < unscaled[s] for s in every for v in others[s].values()),
               "Every other scaling is below unscaled RoPE at 16x in every seed."),
         claim(all(map(g.dynamic_yarn_best, every)),
-              f"Dynamic YaRN, run as in generation, is the best in every seed ({span(dyn)}, against {span(static)} "
+              f"Dynamic YaRN, run as in generation, is the best in every seed ({span(dyn, 2)}, against {span(static, 2)} "
               "for static YaRN at the matched factor)."),
         claim(all(map(g.alibi_below_rope, every)), "ALiBi at 16x is below every RoPE row in every seed."))
 
@@ -328,7 +323,7 @@ def fine_tunes(reports: Path) -> str:
                          f"is far ahead of both ({control[3]:.2f} at 8x, {control[4]:.2f} at 16x).")),
             bullet(claim(all(max(c[i][0] for i in range(3)) < g.ppl("rope", g.L, s) for s, c in per_seed.items()),
                          "The fine-tunes also lower the loss at 1x in every seed "
-                         f"({span([pi[0], yarn[0], control[0]])} against {rope[0]:.2f}, means): "
+                         f"({span([pi[0], yarn[0], control[0]], 2)} against {rope[0]:.2f}, means): "
                          f"{number(extend.train.max_steps)} more steps of training."))])])
 
 
@@ -387,7 +382,7 @@ def cost(reports: Path) -> str:
 
     def slower(which):
         values = [100 * (1 - speed[s][run] / speed[first][run]) for s in which for run in SCRATCH]
-        return min(values) > 0, span(values, "{:.0f}")
+        return min(values) > 0, span(values)
 
     (later_slower, later_range), (last_slower, last_range) = slower(later), slower((last,))
     return "\n".join([
@@ -433,13 +428,13 @@ def seed_4(reports: Path) -> str:
               "at 4x and the control is far ahead past it, and no model copies."),
         claim(max(at_L, key=at_L.get) == s and fastest and min(sin_16x, key=sin_16x.get) == s,
               f"What moved were the ranges, through two of its runs: seed {s}'s RoPE is the weakest of the "
-              f"{WORDS[len(g.seeds)]} at L ({at_L[s]:.2f} against {span([at_L[k] for k in first])}) and degrades "
+              f"{WORDS[len(g.seeds)]} at L ({at_L[s]:.2f} against {span([at_L[k] for k in first], 2)}) and degrades "
               f"fastest (+{up_2x[s]:.0f}% at 2x, {rope_16x[s]:.2f}x at 16x, against seeds {first[0]}-{first[-1]}'s "
-              f"+{span([up_2x[k] for k in first], '{:.0f}')}% and {span([rope_16x[k] for k in first])}x), while its "
-              f"sinusoidal degrades least ({sin_16x[s]:.2f}x at 16x, against {span([sin_16x[k] for k in first])}x)."),
+              f"+{span([up_2x[k] for k in first])}% and {span([rope_16x[k] for k in first], 2)}x), while its "
+              f"sinusoidal degrades least ({sin_16x[s]:.2f}x at 16x, against {span([sin_16x[k] for k in first], 2)}x)."),
         claim([k for k in g.seeds if rope_16x[k] > sin_16x[k]] == [s] and gap[s] < min(gap[k] for k in first),
               f"So RoPE's 16x ratio passes sinusoidal's in seed {s} only, and ALiBi is {gap[s]:.1f}% behind RoPE at "
-              f"L there ({span([gap[k] for k in first], '{:.1f}')}% in seeds {first[0]}-{first[-1]})."),
+              f"L there ({span([gap[k] for k in first], 1)}% in seeds {first[0]}-{first[-1]})."),
         f"{WORDS[len(g.seeds)].capitalize()} seeds do not settle how RoPE and sinusoidal rank at 16x on this corpus;",
         claim(all(map(g.alibi_falls, g.seeds)), f"ALiBi's falling line held in all {WORDS[len(g.seeds)]}."))
 
@@ -461,7 +456,7 @@ def readme_summary(reports: Path) -> str:
               "(where validation loss came within 1% of its lowest; the lowest came later)."),
         claim(all(map(g.alibi_falls, g.seeds)) and min(sin + rope) > 3,
               f"The ALiBi paper's pattern, in every seed: ALiBi falls at every longer length, while at {g.lengths[-1] // g.L}x "
-              f"sinusoidal reaches {span(sin)}x its 1x perplexity and unscaled RoPE {span(rope)}x"),
+              f"sinusoidal reaches {span(sin, 2)}x its 1x perplexity and unscaled RoPE {span(rope, 2)}x"),
         claim(len(passes) == 1, f"(the two swap places in seed {passes[0]})."),
         claim(gain < 0.05 * min(r["baseline"] for r in copies),
               f"No model copies (a first copy lowers the loss by at most {gain:.3f} nats)."))

@@ -40,6 +40,11 @@ def number(n: float) -> str:
     return f"{n:,.0f}"
 
 
+def span(values, digits: int = 0, sep: str = "-") -> str:
+    """A range of values as the pages write it: the smallest and the largest, rounded ("30-43", "1.85 to 1.90")."""
+    return f"{min(values):.{digits}f}{sep}{max(values):.{digits}f}"
+
+
 def listed(items: list[str]) -> str:
     """a, b and c."""
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

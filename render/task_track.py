@@ -40,8 +40,8 @@ def per_seed(values) -> str:
     return listed([f"{pct(v)}%" for v in values])
 
 
-def span(values) -> str:
-    """'4-18%': the least and the most of some accuracies, as rounded."""
+def pct_span(values) -> str:
+    """'4-18%': the least and the most of some accuracies, in whole percent."""
     ints = sorted(int(pct(v)) for v in values)
     return f"{ints[0]}-{ints[-1]}%"
 
@@ -178,7 +178,7 @@ def seeds_show(reports: Path) -> str:
     what = bullet(
         claim(learned_all and nope_all_but,
               f"**What each encoding learned.** RoPE and ALiBi learned all five tasks at L in every seed, NoPE all but "
-              f"`recall` in every seed ({span(recall)})."),
+              f"`recall` in every seed ({pct_span(recall)})."),
         f"So the recipe meets the track's bar for RoPE and ALiBi on {n_seeds} seeds it was not chosen on, and for NoPE on "
         "four of the five tasks.",
         claim(max(late) < 0.5 and search.never_learned(nope_rows, ("recall",)),
@@ -209,7 +209,7 @@ def seeds_show(reports: Path) -> str:
         "(the anchor section below).",
         claim(max(near) == near[seeds.index(longest)],
               f"Seed {longest} holds longest: `copy` {pct(at_2x[longest])}% at 2x L, where the others fall to "
-              f"{span(v for s, v in at_2x.items() if s != longest)}."))
+              f"{pct_span(v for s, v in at_2x.items() if s != longest)}."))
 
     yarn = {s: [t.acc("rope", task, x16, s, SCALED["yarn"]) for task in TASKS] for s in seeds}
     full = [s for s in seeds if all(pct(v) == "100" for v in yarn[s])]
@@ -228,7 +228,7 @@ def seeds_show(reports: Path) -> str:
         claim(drop[x2] <= 0 < drop[x4],
               "**ALiBi reads back farther than it was trained to, then fades**: `copy` at 2x L at or above its value "
               f"at L in every seed, at 4x L within {points(drop[x4])} points of it or above it, "
-              f"{span(t.acc('alibi', 'copy', x16, s) for s in seeds)} at 16x, and {span(far)} for the facts "
+              f"{pct_span(t.acc('alibi', 'copy', x16, s) for s in seeds)} at 16x, and {pct_span(far)} for the facts "
               f"{number(x16 // 2)}-{number(x16)} tokens back."),
         "Its slopes make a far fact cheap to ignore, the recency the ALiBi paper designs for (section 3).")
 
@@ -238,7 +238,7 @@ def seeds_show(reports: Path) -> str:
     nope = bullet(
         "**NoPE reads past L on some seeds, at distances unseen as well as seen; how far depends on the seed**: `copy` "
         f"at 2x L {per_seed(copy[x2])} ({which}), {per_seed(near)} of the facts within L of the question and "
-        f"{per_seed(far)} of those L to 2L back; at 4x L {span(copy[x4])}, at 16x {span(copy[x16])}.",
+        f"{per_seed(far)} of those L to 2L back; at 4x L {pct_span(copy[x4])}, at 16x {pct_span(copy[x16])}.",
         claim(all((a >= 0.8) == (b >= 0.8) for a, b in zip(near, far)) and holds,
               f"Where it holds at 2x (seeds {listed([str(s) for s in holds])}), it holds at both distances: it is the "
               "length that defeats it, not the distance."))
@@ -248,8 +248,8 @@ def seeds_show(reports: Path) -> str:
     fine = bullet(
         claim(max(tuned[L] + tuned[x2]) < min(tuned[x4]),
               "**The YaRN fine-tune copies fully only at the length it was fine-tuned at.** It copies the facts within "
-              f"L of the question {span(tuned[x4])} in a {x4}-token sequence in every seed and "
-              f"{span(tuned[L] + tuned[x2])} in the shorter ones, {L} and {x2} tokens."),
+              f"L of the question {pct_span(tuned[x4])} in a {x4}-token sequence in every seed and "
+              f"{pct_span(tuned[L] + tuned[x2])} in the shorter ones, {L} and {x2} tokens."),
         f"PI's fine-tune learned `copy` at 4x L on seed {listed([str(s) for s in pi])} only "
         f"({per_seed(t.acc('rope-pi', 'copy', x4, s) for s in seeds)}). The control, continued without a scaling, "
         f"copies such facts {per_seed(t.bands('rope-continued', 'copy', L, s)[0] for s in seeds)} at {L} tokens.")
@@ -322,7 +322,7 @@ def where_heads_look(reports: Path) -> str:
         claim(flattest == list(range(n_heads - len(flattest), n_heads)),
               f"ALiBi's {alibi_text}: those of its {WORDS[len(flattest)]} flattest slopes "
               f"({listed([alibi_slope(x, n_heads) for x in flattest])})."),
-        f"The head that looks most gives the target {span(rope_most)} of its attention in RoPE, {span(alibi_most)} in "
+        f"The head that looks most gives the target {pct_span(rope_most)} of its attention in RoPE, {pct_span(alibi_most)} in "
         "ALiBi.")
 
     recall = [h[("nope", s, "recall")]["most"] for s in seeds]
@@ -343,18 +343,18 @@ def where_heads_look(reports: Path) -> str:
         claim(max(recall) < 0.2 < min(induction)
               and all({"copy", "passkey"} <= t.learned_at_L("nope", s) for s in seeds),
               "**NoPE forms no induction head for `recall`**: its largest share on the value to recall is "
-              f"{span(recall)} in every seed, while for `copy` and `passkey`, learned in every seed, a head gives the "
-              f"target {span(induction)}."),
+              f"{pct_span(recall)} in every seed, while for `copy` and `passkey`, learned in every seed, a head gives the "
+              f"target {pct_span(induction)}."),
         "So NoPE has the circuit and does not use it for `recall`, whose keys occur in no other task (the search's note "
         "on seed 5); why is open.",
         claim(all(r["bag_by_order"] == bag for r in rows) and all(a < b for a, b in zip(bag, bag[1:]))
               and all(r["by_order"][-1] > 2 * r["by_order"][0] for r in rows)
               and all(abs(r["accuracy"] - level) < 0.1 for r in rows),
               "What it does instead ([heads.md](heads/heads.md), last table): its accuracy climbs with the order the "
-              f"keys are asked in, from {span(first)} on the first to {span(last)} on the last, the curve of a solver "
+              f"keys are asked in, from {pct_span(first)} on the first to {pct_span(last)} on the last, the curve of a solver "
               "that knows which values the facts hold but not which key holds each and answers with one not yet given "
               f"({pct(bag[0])}% on the first, {pct(bag[-1])}% on the last, {pct(level)}% overall; NoPE "
-              f"{span(r['accuracy'] for r in rows)} on these sequences)."),
+              f"{pct_span(r['accuracy'] for r in rows)} on these sequences)."),
         "NoPE has learned which values a sequence holds, not which key holds which.",
         claim(t5["bag_by_order"] == bag and abs(t5["accuracy"] - level) < 0.1,
               f"T5's `recall` on seed {t5_seed}, also unlearned, follows the same curve ({pct(t5['by_order'][0])}% on "
@@ -362,9 +362,9 @@ def where_heads_look(reports: Path) -> str:
         claim(statistics.fmean(prev[k] for k in unlearned) < statistics.fmean(prev[k] for k in knew),
               "The circuit's first half is weaker there too (heads.md, second table: the share a fact's token gives "
               "the token before it): at `recall`'s values NoPE's previous-token head gives the key "
-              f"{span(prev[k] for k in unlearned if k[0] == 'nope')} and T5's on seed {t5_seed} "
-              f"{pct(prev['t5', t5_seed])}%, where the runs that learned `recall` give it {span(prev[k] for k in knew)} ("
-              + ", ".join(f"{names[run]} {span(prev[k] for k in knew if k[0] == run)}" for run in ("alibi", "rope", "t5"))
+              f"{pct_span(prev[k] for k in unlearned if k[0] == 'nope')} and T5's on seed {t5_seed} "
+              f"{pct(prev['t5', t5_seed])}%, where the runs that learned `recall` give it {pct_span(prev[k] for k in knew)} ("
+              + ", ".join(f"{names[run]} {pct_span(prev[k] for k in knew if k[0] == run)}" for run in ("alibi", "rope", "t5"))
               + ")."),
         claim(prev[top_nope] > prev[low],
               f"The ranges meet (NoPE on seed {top_nope[1]}, {names[low[0]]} on seed {low[1]}), so a weak first half is "
@@ -440,14 +440,14 @@ def self_extend(reports: Path) -> str:
                   f"farther keys grouped by G = {G}, so a key d > W back is shown at about d/{G} + {W - W // G}."),
         bullet(claim(min(each("alibi", "copy", x16)) > max(unscaled),
                      f"**ALiBi keeps its retrieval to 16x L**: at {number(x16)} tokens `copy` "
-                     f"{span(each('alibi', 'copy', x16))}, `recall` {span(each('alibi', 'recall', x16))} and `passkey` "
-                     f"{span(each('alibi', 'passkey', x16))} in every seed, where unscaled ALiBi keeps `copy` at "
-                     f"{span(unscaled)}.")),
+                     f"{pct_span(each('alibi', 'copy', x16))}, `recall` {pct_span(each('alibi', 'recall', x16))} and `passkey` "
+                     f"{pct_span(each('alibi', 'passkey', x16))} in every seed, where unscaled ALiBi keeps `copy` at "
+                     f"{pct_span(unscaled)}.")),
         bullet(claim(min(plain) >= 0.99 and max(each("rope", "copy", L) + each("rope", "passkey", L)) < 0.7,
-                     f"**RoPE breaks, at L too**: `copy` {span(each('rope', 'copy', L))} and `passkey` "
-                     f"{span(each('rope', 'passkey', L))} at {L} tokens ({span(plain)} without Self-Extend)."),
-               claim(all(peaks), f"`copy` peaks at 2x or 4x L in every seed ({span(each('rope', 'copy', x4))} at 4x) "
-                                 f"and falls back to {span(each('rope', 'copy', x16))} at 16x."),
+                     f"**RoPE breaks, at L too**: `copy` {pct_span(each('rope', 'copy', L))} and `passkey` "
+                     f"{pct_span(each('rope', 'passkey', L))} at {L} tokens ({pct_span(plain)} without Self-Extend)."),
+               claim(all(peaks), f"`copy` peaks at 2x or 4x L in every seed ({pct_span(each('rope', 'copy', x4))} at 4x) "
+                                 f"and falls back to {pct_span(each('rope', 'copy', x16))} at 16x."),
                claim(abs(first[x4] - L) < L / 4 < first[L] < L / 2,
                      f"At {x4} tokens the grouping shows the sequence's first tokens about {round(first[x4], -1)} back, "
                      "near L, where the base run's anchor sat (previous section); at "
@@ -481,7 +481,7 @@ def rerope(reports: Path) -> str:
                f"{listed([str(s) for s in others])} stay at {pct(max(a for s in others for a in bands('rope', 'copy', s)))}% "
                "or less at every length.",
                f"Where a task survives, it survives at every distance: seed {keeps} keeps `recall` at "
-               f"{span(bands('rope', 'recall', keeps))} in every band of every length. Seed {wrong}'s `recall` is "
+               f"{pct_span(bands('rope', 'recall', keeps))} in every band of every length. Seed {wrong}'s `recall` is "
                f"{pct(max(bands('rope', 'recall', wrong)))}% at every length, below chance: a systematic wrong answer."),
         bullet(f"**ALiBi's bias stops growing {W} tokens back**, so far keys cost no more than near ones: `copy` at L "
                f"{per_seed(c.acc('alibi', 'copy', L, s) for s in seeds)} "
@@ -544,7 +544,7 @@ def dca(reports: Path) -> str:
                f"{per_seed(t.acc('rope', 'recall', x16, s, SCALED['yarn']) for s in keeps)}); seed {lost}'s is "
                f"{pct(max(recall[:3]))}% to 4x L and {pct(recall[-1])}% at 16x.",
                f"Seed {listed([str(s) for s in copies])} also keeps `copy` "
-               f"({span(a for s in copies for a in c.lengths('rope', 'copy', s))} at every length); seeds "
+               f"({pct_span(a for s in copies for a in c.lengths('rope', 'copy', s))} at every length); seeds "
                f"{listed([str(s) for s in rest])} copy {pct(max(a for s in rest for a in c.lengths('rope', 'copy', s)))}% "
                "or less at every length."),
         bullet(claim(all(c.acc("alibi", "copy", x16, s) < t.acc("alibi", "copy", x16, s) for s in seeds),
@@ -577,9 +577,9 @@ def sinks(reports: Path) -> str:
                      + listed([f"{100 * TASKS_OF[task].chance:.1f}%" for task in INDUCTION]) + ")."),
                "The method evicts those keys (its section 3.2), so this is by design, and the track measures it."),
         bullet(claim(min(near("alibi", *seeds) + near("rope", *kept)) > 0.85 > 0.7 > max(near("rope", *lost)),
-                     f"**The facts within L are kept at every length** by ALiBi (`copy` {span(near('alibi', *seeds))} at "
-                     f"2x-16x L) and by RoPE on seed {listed([str(s) for s in kept])} ({span(near('rope', *kept))}); RoPE "
-                     f"on seeds {listed([str(s) for s in lost])} keeps {span(near('rope', *lost))}."))])
+                     f"**The facts within L are kept at every length** by ALiBi (`copy` {pct_span(near('alibi', *seeds))} at "
+                     f"2x-16x L) and by RoPE on seed {listed([str(s) for s in kept])} ({pct_span(near('rope', *kept))}); RoPE "
+                     f"on seeds {listed([str(s) for s in lost])} keeps {pct_span(near('rope', *lost))}."))])
 
 
 def logn_on_alibi(t: Track, c: Context) -> tuple[set[bool], list[tuple[str, int, bool]]]:
@@ -698,7 +698,7 @@ def anchor(reports: Path) -> str:
     base = bullet(
         f"**RoPE at L, keys {w} or more tokens back hidden** (W = {w}): `copy` {quoted(near_acc, 'rope', 'copy')}, "
         f"`passkey` {quoted(near_acc, 'rope', 'passkey')} (seeds {seeds[0]} to {seeds[-1]}; "
-        f"{span(t.acc('rope', task, L, s) for task in ('copy', 'passkey') for s in seeds)} with every key shown).",
+        f"{pct_span(t.acc('rope', task, L, s) for task in ('copy', 'passkey') for s in seeds)} with every key shown).",
         claim(all(near_acc[("rope", "copy", s)] < 0.5 < 0.7 < near_acc[("alibi", "copy", s)] for s in seeds),
               f"ALiBi under the same hiding keeps `copy` at {quoted(near_acc, 'alibi', 'copy')}. Facts more than {w} "
               f"tokens back are hidden from both; RoPE also loses the ones within {w}."))
@@ -770,25 +770,25 @@ def beside_kazemnejad(reports: Path) -> str:
               "Seeds 14 and 15 were trained after the sentence \"below ALiBi in every seed\" was written on the other "
               f"four, and seed {keeper} broke it: its T5 copies 100% at every length to 16x L, and `recall` and "
               "`passkey` with it (" + listed([f"{pct(t.acc('t5', task, x16, keeper))}%" for task in INDUCTION])
-              + f" at {number(x16)} tokens, {span(t.bands('t5', 'copy', x16, keeper))} of `copy`'s facts in every "
+              + f" at {number(x16)} tokens, {pct_span(t.bands('t5', 'copy', x16, keeper))} of `copy`'s facts in every "
               "distance band), the one run of the track without a scaling that keeps the three induction tasks at 16x "
-              f"L; the five others copy {span(others)} there."),
+              f"L; the five others copy {pct_span(others)} there."),
         f"`python -m eval.heads runs/tasks/seed{braces}/{{{','.join(ENCODINGS)}}} --tasks copy --length {x16} --out "
         "reports/tasks/heads-16x` reads the heads on `copy` at 16x L ([heads-16x/heads.md](heads-16x/heads.md)):",
         claim(at_16x["t5", keeper] > 0.8 > max(at_16x[k] for k in rest)
               and all(at_16x[k] < 0.7 * at_L[k] for k in rest) and abs(at_16x["t5", keeper] - at_L["t5", keeper]) < 0.02,
               "the head through which a run copies at L (its largest share in [heads.md](heads/heads.md)) gives the "
               f"fact {pct(at_16x['t5', keeper])}% of its attention in seed {keeper}'s T5 ({pct(at_L['t5', keeper])}% at "
-              f"L), and {span(at_16x[k] for k in rest)} in every other run of the four encodings "
-              f"({span(at_L[k] for k in rest)} at L). Past L the induction head loses the fact, in every run but this "
+              f"L), and {pct_span(at_16x[k] for k in rest)} in every other run of the four encodings "
+              f"({pct_span(at_L[k] for k in rest)} at L). Past L the induction head loses the fact, in every run but this "
               "one; why its head holds is open."),
         claim(all(prev_16x["rope", s] < prev_L["rope", s] / 2 for s in seeds)
               and all(at_16x["t5", s] < 0.5 for s in holds if s != keeper),
               "The circuit's first half ([heads-16x/heads.md](heads-16x/heads.md), second table) fails past L in RoPE "
-              f"too: its previous-token head gives the token before {span(prev_L['rope', s] for s in seeds)} at L and "
-              f"{span(prev_16x['rope', s] for s in seeds)} at 16x L; T5's keeps it on seeds "
-              f"{listed([str(s) for s in holds])} ({span(prev_16x['t5', s] for s in holds)}) and loses it on the "
-              f"others ({span(prev_16x['t5', s] for s in seeds if s not in holds)}), so on seeds "
+              f"too: its previous-token head gives the token before {pct_span(prev_L['rope', s] for s in seeds)} at L and "
+              f"{pct_span(prev_16x['rope', s] for s in seeds)} at 16x L; T5's keeps it on seeds "
+              f"{listed([str(s) for s in holds])} ({pct_span(prev_16x['t5', s] for s in holds)}) and loses it on the "
+              f"others ({pct_span(prev_16x['t5', s] for s in seeds if s not in holds)}), so on seeds "
               f"{listed([str(s) for s in holds if s != keeper])} its second half alone fails."),
         f"T5 left `recall` at {pct(t.acc('t5', 'recall', L, unlearned))}% on seed {unlearned}, where NoPE is.")
 
@@ -845,7 +845,7 @@ def each_step(reports: Path) -> str:
         bullet("**No previous-token head over uniform filler** (rows 1-10). Row 3's model, read head by head, gives the "
                "previous token 2-5% of its attention in every head of both layers (the mean attention from each position "
                "to the one before it, read from its checkpoint): the induction circuit never starts. Its "
-               f"{span(f(3)[t] for t in INDUCTION)} on the multi-token tasks is a bag of the fact's symbols: it attends "
+               f"{pct_span(f(3)[t] for t in INDUCTION)} on the multi-token tasks is a bag of the fact's symbols: it attends "
                "to every fact token at once, and `passkey`'s last digit (94%) is the one digit the question has not yet "
                "shown.",
                claim(q.never_learned(range(1, 11), ("copy", "recall")),
@@ -882,7 +882,7 @@ def each_step(reports: Path) -> str:
                      f"(row 21: none of the induction tasks by step {number(q.last_step(21))}).")),
         bullet(claim(all(f(22)[t] >= 0.9 for t in INDUCTION) and f(22)["recall1"] < 0.9,
                      "**Four heads let ALiBi form the induction circuit in three layers** (row 22: `copy`, `recall` and "
-                     f"`passkey` at {span(f(22)[t] for t in INDUCTION)} by step {number(q.table[22]['step'])}, with a "
+                     f"`passkey` at {pct_span(f(22)[t] for t in INDUCTION)} by step {number(q.table[22]['step'])}, with a "
                      f"steepest slope of {alibi_slope(0, 4)} instead of {alibi_slope(0, 2)}), but its `recall1` stays at "
                      f"{pct(f(22)['recall1'])}%."),
                claim(q.never_learned((23,), INDUCTION),
@@ -1033,7 +1033,7 @@ def search_status(reports: Path) -> str:
         "last step.",
         claim(all_five[alibi_12],
               f"ALiBi on seed {run_of(q, alibi_12)[1]} learned all five tasks from step "
-              f"{number(learned_from(q, alibi_12))} on (row {alibi_12}): its `recall1` sat at {span(early)} to step "
+              f"{number(learned_from(q, alibi_12))} on (row {alibi_12}): its `recall1` sat at {pct_span(early)} to step "
               f"6,000, then reached {pct(a12[6500]['recall1'])}% at 6,500 and {100 * a12[7000]['recall1']:.1f}% at "
               f"7,000, where the 8,000-step run was at {pct(a8[7250]['recall1'])}% by step 7,250 (its learning rate, "
               "decayed over 8,000 steps, lower at every step)."),
@@ -1103,7 +1103,7 @@ def search_nope(reports: Path) -> str:
         claim(set(f(alone)) == {"recall"} and alone_most < min(mix),
               f"Trained on `recall` alone, NoPE reached {pct(f(alone)['recall'])}% by step "
               f"{number(q.table[alone]['step'])} ({pct(alone_most)}% at most at any step), no higher than the "
-              f"{span(mix)} of the mix in the track: the other tasks are not what holds it back."),
+              f"{pct_span(mix)} of the mix in the track: the other tasks are not what holds it back."),
         claim(all(f(six)[x] >= 0.9 for x in ("passkey", *SINGLE_HOP)) and f(six)["copy"] < 0.9
               and q.never_learned((alone, six), ("recall",)),
               f"With six layers (row {six}: `model.n_layers=6 train.max_steps={q.table[six]['step']}`) it learned "
@@ -1389,17 +1389,17 @@ def readme_summary(reports: Path) -> str:
         claim(all(t.learned_at_L(run, s) == set(TASKS) for run in ("rope", "alibi") for s in seeds)
               and all(t.learned_at_L("nope", s) == set(TASKS) - {"recall"} for s in seeds),
               "RoPE and ALiBi learned all five tasks at L in every seed, NoPE all but `recall` "
-              f"({span(recall)}; it forms no induction head for it and answers from the values a sequence holds, not "
+              f"({pct_span(recall)}; it forms no induction head for it and answers from the values a sequence holds, not "
               "which key holds which)."),
         claim(min(yarn) >= 0.5 > unscaled,
               f"Over these {WORDS[len(seeds)]} seeds, at 16x L training-free YaRN keeps RoPE at {pct(min(yarn))}% or "
               f"more on every task, where unscaled RoPE falls to {pct(unscaled)}% or less on `copy`, `recall` and "
               "`passkey`;"),
-        f"ALiBi keeps `copy` at {span(copy['alibi'])}, NoPE at {span(copy['nope'])}, T5 at {span(t5_rest)} "
+        f"ALiBi keeps `copy` at {pct_span(copy['alibi'])}, NoPE at {pct_span(copy['nope'])}, T5 at {pct_span(t5_rest)} "
         f"({pct(max(copy['t5']))}% on seed {t5_best}).",
         claim(max(hidden["rope"]) < min(hidden["alibi"]),
-              f"With keys {near['window']} or more back hidden, RoPE's `copy` at L falls to {span(hidden['rope'])}, "
-              f"ALiBi's to {span(hidden['alibi'])}."),
+              f"With keys {near['window']} or more back hidden, RoPE's `copy` at L falls to {pct_span(hidden['rope'])}, "
+              f"ALiBi's to {pct_span(hidden['alibi'])}."),
         "[Context methods](reports/tasks/README.md#training-free-context-methods):",
         claim(keep_alibi and break_rope,
               "Self-Extend and Leaky ReRoPE keep ALiBi's retrieval to 16x L and break RoPE's at L;"),

@@ -13,7 +13,7 @@ from typing import Callable
 
 from config import Config, load_config
 from render import gpu_study
-from render.prose import bullet, claim, listed, paragraph
+from render.prose import bullet, claim, listed, paragraph, span
 from render.rows import ppl_block, previous_rows, relative_to_nope
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,11 +59,6 @@ def fmt(values: list[float], digits: int = 1, sep: str = " / ", sign: bool = Fal
     """'107.4 / 104.9 / 110.0', or signed with sep ', ': '+4.3, -5.9, +6.1'."""
     spec = f"{'+' if sign else ''}.{digits}f"
     return sep.join(format(v, spec) for v in values)
-
-
-def span(values: list[float], digits: int = 0, sep: str = "-") -> str:
-    """A range: '30-43' (the smallest and largest value, rounded)."""
-    return f"{min(values):.{digits}f}{sep}{max(values):.{digits}f}"
 
 
 def level(a: list[float], b: list[float]) -> bool:

@@ -204,8 +204,10 @@ def same_tokens(folder: Path) -> str:
             + f" (training-free YaRN {ppl(free_yarn[x2])} and {ppl(free_yarn[x4])}, unscaled {ppl(none[x2])} and "
             f"{ppl(none[x4])}).",
             f"At {number(x4)}, {listed([NAMES[m] for m in better])} {'is' if len(better) == 1 else 'are'} below "
-            "training-free YaRN on these tokens." if better else
-            f"At {number(x4)} none is below training-free YaRN on these tokens."))
+            "training-free YaRN on these tokens" + (f", {listed([NAMES[m] for m in at if m not in better])} above it."
+                                                    if len(better) < len(at) else ".") if better else
+            f"At {number(x4)}, {listed([NAMES[m] for m in at])} {'is' if len(at) == 1 else 'are all'} above "
+            "training-free YaRN on these tokens."))
     return "\n\n".join(out)
 
 

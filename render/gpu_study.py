@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from config import Config, load_config
-from render.prose import bullet, claim, listed, number, paragraph, span
+from render.prose import bullet, claim, listed, number, paragraph, seeds_named, span
 from render.rows import previous_rows
 from render.summary import budget_step
 
@@ -26,11 +26,6 @@ PI = ("rope-pi", "linear (fine-tuned)", "fine-tuned")
 YARN = ("rope-yarn", "yarn (fine-tuned)", "fine-tuned")
 CONTROL = ("rope-continued", "none (fine-tuned)", None)
 WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
-
-
-def seeds(which: list[int]) -> str:
-    """seed 3, seeds 1, 2 and 4."""
-    return f"seed{'s' if len(which) > 1 else ''} {listed([str(s) for s in which])}" if which else "no seed"
 
 
 def step_table(path: Path) -> dict[int, dict[str, float]]:
@@ -228,7 +223,7 @@ def alibi_paper(reports: Path) -> str:
                      f"+{span([100 * (s - 1) for s in sin_2x])}%)"),
                f"and ends at {span(rope.values(), 2)}x at 16x.",
                claim(len(passes) == 1 and all(abs(r / s - 1) < 0.02 for r, s in level.values()),
-                     f"It does not stay behind: in {seeds(passes)} its 16x ratio passes sinusoidal's "
+                     f"It does not stay behind: in {seeds_named(passes)} its 16x ratio passes sinusoidal's "
                      + "".join(f"({rope[s]:.2f}x against {sin[s]:.2f}x), and its perplexity there is level with it "
                                f"({level[s][0]:.2f} against {level[s][1]:.2f})." for s in passes))),
         bullet(claim(all(map(g.rope_best_at_L, every)) and min(gap) > 0,
@@ -275,8 +270,8 @@ def scalings(reports: Path) -> str:
               f"past L in every seed ({pi[-1]:.2f} against {rope[-1]:.2f} at 16x, means)."),
         claim(max(abs(v - 1) for v in fixed_pi.values()) < 0.09 and 1 not in fixed_pi.values(),
               "PI at a fixed s = 4 is within 9% of unscaled RoPE at 16x, below it in "
-              f"{seeds([s for s in every if fixed_pi[s] < 1])} and above it in "
-              f"{seeds([s for s in every if fixed_pi[s] > 1])} ({span(fixed_pi.values(), 2)}x)."),
+              f"{seeds_named([s for s in every if fixed_pi[s] < 1])} and above it in "
+              f"{seeds_named([s for s in every if fixed_pi[s] > 1])} ({span(fixed_pi.values(), 2)}x)."),
         claim(all(v < unscaled[s] for s in every for v in others[s].values()),
               "Every other scaling is below unscaled RoPE at 16x in every seed."),
         claim(all(map(g.dynamic_yarn_best, every)),
@@ -313,7 +308,7 @@ def fine_tunes(reports: Path) -> str:
             bullet(claim(all(map(g.fine_tunes_close, every)),
                          f"At {window}x the three fine-tunes are within 0.4% of each other in every seed (means: PI "
                          f"{pi[w]:.2f}, YaRN {yarn[w]:.2f}, control {control[w]:.2f}), and the lowest is "
-                         + " and ".join(f"{names[i]} in {seeds([s for s in every if lowest[s] == i])}" for i in order)
+                         + " and ".join(f"{names[i]} in {seeds_named([s for s in every if lowest[s] == i])}" for i in order)
                          + "."),
                    claim(not all(c[1][w] < c[0][w] for c in per_seed.values()),
                          "YaRN's advantage over PI at the fine-tuned window is not reproduced here.")),
@@ -402,7 +397,7 @@ def cost(reports: Path) -> str:
         bullet(f"Seed {last}, one device command on a fresh machine of a later lease: 369 s, the shards built first "
                "(`gpu-study-data`: a fresh machine has none, and five runs building them side by side would race), "
                f"the five runs from scratch at {scratch((last,))} tokens/s each,",
-               claim(last_slower, f"{last_range}% below seed {first}'s as {seeds(later)} were ({later_range}%)."))])
+               claim(last_slower, f"{last_range}% below seed {first}'s as {seeds_named(later)} were ({later_range}%)."))])
 
 
 def seed_4(reports: Path) -> str:

@@ -45,6 +45,11 @@ def span(values, digits: int = 0, sep: str = "-") -> str:
     return f"{min(values):.{digits}f}{sep}{max(values):.{digits}f}"
 
 
+def seeds_named(which: list[int]) -> str:
+    """seed 3, seeds 1, 2 and 4."""
+    return f"seed{'s' if len(which) > 1 else ''} {listed([str(s) for s in which])}" if which else "no seed"
+
+
 def listed(items: list[str]) -> str:
     """a, b and c."""
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

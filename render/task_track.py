@@ -18,7 +18,7 @@ import numpy as np
 from config import Config, load_config
 from data.tasks import FILLER_TARGETS, FOLLOW
 from data.tasks import TASKS as TASKS_OF
-from render.prose import bullet, claim, listed, number, paragraph
+from render.prose import bullet, claim, listed, number, paragraph, seeds_named
 from render.rows import curve_label, previous_rows
 from render.tasks import interval, learned, pooled
 
@@ -1306,12 +1306,15 @@ def every_method(reports: Path) -> str:
     intro = paragraph(
         f"`make extrapolation-tasks-added SEED_NUMBERS=\"{' '.join(map(str, seeds))}\"` trains the other methods with "
         "the committed recipe and evaluates them as the track's runs: each cell below is the accuracy (%) at 16x L "
-        f"({number(x16)} tokens, every distance band pooled) of seeds {listed([str(s) for s in seeds])}, in that order, "
+        f"({number(x16)} tokens, every distance band pooled) of {seeds_named(seeds)}"
+        f"{', in that order,' if len(seeds) > 1 else ','} "
         "and the second column the tasks a run left below 90% at the length it was trained at (†: its rows past L "
         "say nothing about extrapolation). Every row, length and band, with intervals: [results.md](results.md).")
     said = paragraph(
-        f"Learned all five tasks at L on every one of these seeds: {named(learned_all)}.",
-        f"Kept `copy`, `recall` and `passkey` at 50% or more at 16x L on every seed: {named(kept)}.")
+        f"Learned all five tasks at L on {'every one of these seeds' if len(seeds) > 1 else seeds_named(seeds)}: "
+        f"{named(learned_all)}.",
+        f"Kept `copy`, `recall` and `passkey` at 50% or more at 16x L on "
+        f"{'every seed' if len(seeds) > 1 else seeds_named(seeds)}: {named(kept)}.")
     parts = [intro, "\n".join(lines), said]
     if "drope" in present:
         parts.append(drope_against_yarn(reports, t, seeds))
@@ -1423,9 +1426,11 @@ def added_sentence(t: Track) -> str:
         above, below, _ = drope_sides(t, seeds)
         drope = (f"; DroPE against training-free YaRN at 16x, intervals apart in every seed: above on "
                  f"{listed(above) if above else 'no task'}, below on {listed(below) if below else 'no task'}")
-    return (f"[Every other method](reports/tasks/README.md#every-method-on-the-track) (seeds "
-            f"{listed([str(s) for s in seeds])}): all five tasks learned at L in every seed by {named(learned_all)}; "
-            f"`copy`, `recall` and `passkey` kept at 50% or more at 16x by {named(kept)}{drope}.")
+    every = " in every seed" if len(seeds) > 1 else ""
+    so_far = f"so far {listed([ADDED[r] for r in present])}, " if len(present) < len(ADDED) else ""
+    return (f"[Every other method](reports/tasks/README.md#every-method-on-the-track) ({so_far}{seeds_named(seeds)}): "
+            f"all five tasks learned at L{every} by {named(learned_all)}; `copy`, `recall` and `passkey` kept at 50% or "
+            f"more at 16x{every} by {named(kept)}{drope}.")
 
 
 # {page, from the checkout's root: {block name: its rendering from the reports folder}} (render.reports merges these)

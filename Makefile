@@ -43,8 +43,8 @@ test-fast: install  ## the inner loop: every test not marked slow
 reports: install  ## render every report table again from its committed rows
 	$(PY) -m render.reports
 
-# The CPU speed tables of reports/bench/README.md, measured again on an otherwise idle machine (the figures move by
-# 10-20% from run to run on a busy one): every encoding, the profile of a step, then our RoPE model against each
+# The CPU speed tables of reports/bench/README.md, measured again on an otherwise idle machine (on a busy one the
+# figures move from run to run): every encoding, the profile of a step, then our RoPE model against each
 # peer in turns on the same batches (NANOGPT=path/to/nanoGPT/model.py adds nanoGPT's). `make reports` renders the
 # page's tables from them.
 BENCH_CPU ?= reports/bench/cpu

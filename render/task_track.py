@@ -1143,6 +1143,7 @@ def search_nope(reports: Path) -> str:
 
     shown = (67, 68, 69)
     rows = [f(r) for r in shown]
+    start_token_clock = q.minutes([shown[1]])
     most = at_most(q, shown, "recall")
     positions = paragraph(
         f"**Positions for NoPE** (rows {shown[0]}-{shown[-1]}, seed 7 with four layers and 8,000 steps as in row {base}). "
@@ -1153,7 +1154,7 @@ def search_nope(reports: Path) -> str:
         f"apart), a start token before every sequence (row {shown[1]}, `data.start_token=true data.vocab_size=163`: each "
         "sequence one token right behind a token of its own, id 162; a head attending evenly over the prefix gives a "
         "fixed first token the share 1/(t+1) at position t, from which a later layer can read t"
-        + (f"; {q.minutes([shown[1]])}, beside another run" if q.minutes([shown[1]]) else "") + ") "
+        + (f"; {start_token_clock}, beside another run" if start_token_clock else "") + ") "
         f"and eight heads of 8 instead of four of 16 (row {shown[2]}, `model.n_heads=8 model.n_kv_heads=8`).",
         claim(all(r[x] >= 0.9 for r in rows for x in ("copy", "passkey", *SINGLE_HOP))
               and q.never_learned(shown, ("recall",)) and fb["copy"] < 0.9,
@@ -1163,10 +1164,11 @@ def search_nope(reports: Path) -> str:
               "recipe for NoPE's `recall` either."))
 
     curr = (73, 74)
+    curriculum_clock = q.minutes(curr)
     most = at_most(q, curr, "recall")
     curriculum = paragraph(
         f"**A curriculum over distance for NoPE** (rows {curr[0]}-{curr[1]}, seed 7 as row {base}, 8,000 steps"
-        + (f"; {q.minutes(curr)}, each beside another run" if q.minutes(curr) else "")
+        + (f"; {curriculum_clock}, each beside another run" if curriculum_clock else "")
         + "): of the remedies the track was asked to try "
         "(models per task, a curriculum over distance, more heads or width, a longer schedule, a learning-rate sweep), the "
         "one no NoPE run had tried. `data.curriculum=[32, 4000]` places every training fact within 32 tokens of the "
@@ -1274,15 +1276,20 @@ def added_lists(t: Track, present: list[str], seeds: list[int]) -> tuple[list[st
                                               for task in INDUCTION for s in seeds)])
 
 
+def added_present(t: Track) -> tuple[list[str], list[int]]:
+    """The added methods with rows on the track, and the seeds they ran."""
+    present = [run for run in ADDED if any(r["run"] == run for r in t.rows)]
+    return present, sorted({r["seed"] for r in t.rows if r["run"] in present})
+
+
 def every_method(reports: Path) -> str:
     """"Every method on the track": each other encoding, RoPE variant, position schedule and DroPE on the seeds they
     ran, beside RoPE (unscaled and with training-free YaRN), ALiBi, NoPE and T5 on the same seeds."""
     t = track(reports / "tasks")
-    present = [run for run in ADDED if any(r["run"] == run for r in t.rows)]
+    present, seeds = added_present(t)
     if not present:
         return paragraph("Not measured yet: `make extrapolation-tasks-added SEED_NUMBERS=\"11 12 13\"` trains and "
                          "evaluates them.")
-    seeds = sorted({r["seed"] for r in t.rows if r["run"] in present})
     x16 = 16 * t.L
     shown = [("rope", "none", "RoPE"), ("rope", SCALED["yarn"], "RoPE + YaRN (training-free)"), ("alibi", "none", "ALiBi"),
              ("nope", "none", "NoPE"), ("t5", "none", "T5")] + [(run, label_of(t, run), ADDED[run]) for run in present]
@@ -1416,10 +1423,9 @@ def readme_summary(reports: Path) -> str:
 
 def added_sentence(t: Track) -> str:
     """README.md's sentence on the other methods of the track, once their rows are in ('' before)."""
-    present = [run for run in ADDED if any(r["run"] == run for r in t.rows)]
+    present, seeds = added_present(t)
     if not present:
         return ""
-    seeds = sorted({r["seed"] for r in t.rows if r["run"] in present})
     learned_all, kept = added_lists(t, present, seeds)
     drope = ""
     if "drope" in present:

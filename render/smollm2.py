@@ -77,11 +77,12 @@ def same_tokens(folder: Path) -> str:
     steps = max(row["step"] for row in log)
     lr, decay = f"{t['lr']:.0e}".replace("e-0", "e-"), "no" if not t["weight_decay"] else f"{t['weight_decay']:g}"
     minutes = {which: logged_minutes(r.log(which)[1], per_step) for which in FINE_TUNES}
-    methods = {m: r.base(m) for m in NAMES if r.base(m)}
-    so_far = {m: {n: r.ppl[(BASE, m, n)] for n in (x1, x2)} for m in NAMES  # measured to 2L, not yet at 4L
-              if m not in methods and all((BASE, m, n) in r.ppl for n in (x1, x2))}
+    # each context method measured at L and 2L, with 4L where it is measured
+    measured = {m: {n: r.ppl[(BASE, m, n)] for n in (x1, x2, x4) if (BASE, m, n) in r.ppl} for m in NAMES
+                if all((BASE, m, n) in r.ppl for n in (x1, x2))}
     missing = [f"{name} NTK" if name == "dynamic" else name for name in SCALINGS if not base[name]]
-    missing += [NAMES[m] + (f" (at {number(x4)})" if m in so_far else "") for m in NAMES if m not in methods]
+    missing += [NAMES[m] + (f" (at {number(x4)})" if m in measured else "") for m in NAMES
+                if x4 not in measured.get(m, {})]
     none = base["none"]
     out = [paragraph(
         "`make smollm2-extend` continues SmolLM2 with this repo's training loop (`configs/smollm2-extend.yaml`, from "
@@ -183,31 +184,25 @@ def same_tokens(folder: Path) -> str:
                   f"computed at), on the same tokens, is above static NTK and below no scaling**: {ppl(dynamic[x2])} "
                   f"at {number(x2)} and {ppl(dynamic[x4])} at {number(x4)}, {percent(dynamic[x2], ntk[x2])} and "
                   f"{percent(dynamic[x4], ntk[x4])} above static NTK ({ppl(ntk[x2])}, {ppl(ntk[x4])}).")))
-    if so_far:
-        lower = [m for m, v in so_far.items() if v[x2] < v[x1]]
+    if measured:
+        at = {m: v[x4] for m, v in measured.items() if x4 in v}
+        better = [m for m in at if at[m] < free_yarn[x4]]
+        lower = [m for m, v in measured.items() if v[x2] < v[x1]]
         out.append(paragraph(
-            f"**The training-free context methods on the same tokens, so far to {number(x2)}** (no scaling, each at its "
-            f"defaults for L = {number(L)}; model/context.py): "
-            + "; ".join(f"{NAMES[m]} {ppl(v[x1])} at {number(x1)} and {ppl(v[x2])} at {number(x2)}"
-                        for m, v in so_far.items())
-            + f" (training-free YaRN {ppl(free_yarn[x2])} and unscaled RoPE {ppl(none[x2])} at {number(x2)}).",
+            f"**The training-free context methods on the same tokens** (no scaling, each at its defaults for L = "
+            f"{number(L)}; model/context.py) at {number(x1)}, {number(x2)} and {number(x4)}: "
+            + "; ".join(f"{NAMES[m]} " + listed([ppl(v[n]) for n in v]) + ("" if x4 in v else " (not yet at "
+                        f"{number(x4)})") for m, v in measured.items())
+            + f" (training-free YaRN {ppl(free_yarn[x2])} and {ppl(free_yarn[x4])} at {number(x2)} and {number(x4)}, "
+            f"unscaled {ppl(none[x1])}, {ppl(none[x2])} and {ppl(none[x4])}).",
+            (f"At {number(x4)}, {listed([NAMES[m] for m in better])} {'is' if len(better) == 1 else 'are'} below "
+             "training-free YaRN on these tokens" + (f", {listed([NAMES[m] for m in at if m not in better])} above it."
+                                                     if len(better) < len(at) else ".") if better else
+             f"At {number(x4)}, {listed([NAMES[m] for m in at])} {'is' if len(at) == 1 else 'are all'} above "
+             "training-free YaRN on these tokens.") if at else "",
             f"{listed([NAMES[m] for m in lower])} read{'s' if len(lower) == 1 else ''} the {number(x2)}-token "
             f"windows with a lower perplexity than the {number(x1)}-token ones: the same tokens, half of which have "
             "more context before them." if lower else ""))
-    if methods:
-        at = {m: v[x4] for m, v in methods.items()}
-        better = [m for m in at if at[m] < free_yarn[x4]]
-        out.append(paragraph(
-            f"**The training-free context methods on the same tokens** (no scaling, each at its defaults for L = "
-            f"{number(L)}; model/context.py) at {number(x2)} and {number(x4)}: "
-            + "; ".join(f"{NAMES[m]} {ppl(v[x2])} and {ppl(v[x4])}" for m, v in methods.items())
-            + f" (training-free YaRN {ppl(free_yarn[x2])} and {ppl(free_yarn[x4])}, unscaled {ppl(none[x2])} and "
-            f"{ppl(none[x4])}).",
-            f"At {number(x4)}, {listed([NAMES[m] for m in better])} {'is' if len(better) == 1 else 'are'} below "
-            "training-free YaRN on these tokens" + (f", {listed([NAMES[m] for m in at if m not in better])} above it."
-                                                    if len(better) < len(at) else ".") if better else
-            f"At {number(x4)}, {listed([NAMES[m] for m in at])} {'is' if len(at) == 1 else 'are all'} above "
-            "training-free YaRN on these tokens."))
     return "\n\n".join(out)
 
 

@@ -20,15 +20,17 @@ A model is a run directory or hf:PATH. Scalings are chosen as in eval.probe: an 
 method of --scaling with s = max(1, length / L) (s = 1 is plain RoPE: that row repeats plain RoPE's numbers and
 names it in same_as); a fine-tuned run its own. --context-method applies a training-free context method to every
 cell, as in eval.extrapolation (--scaling then defaults to none). Writes passkey.json (one row per model, scaling,
-length and depth, written as each is measured; --resume measures only the missing ones), passkey.md and passkey.png
-(a heat map per model and scaling, accuracy averaged over seeds).
+length and depth, written as each is measured; --resume measures only the missing ones, and of a row a kill cut
+short only the trials not yet in passkey-trials.jsonl), passkey.md and passkey.png (a heat map per model and scaling,
+accuracy averaged over seeds).
 """
 from __future__ import annotations
 
+import json
 import random
 import statistics
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 from tqdm import tqdm
@@ -57,6 +59,7 @@ DEFAULT_MULTIPLES = "1,2,4,8,16"
 DEFAULT_DEPTHS = "0,0.25,0.5,0.75,1"
 DEFAULT_TRIALS = 20
 EXTRA_TOKENS = 4  # generated beyond the key's own tokens, for a lead-in such as " the" or ":"
+TRIALS = "passkey-trials.jsonl"  # the finished trials of unfinished rows (TrialLog)
 
 
 def has_digits(tokenizer) -> bool:
@@ -114,12 +117,55 @@ class Prompts:
         return fact + self.filler_tokens(at + after)[at:] + self.question, answer
 
 
-def predictions(model, prompts: Prompts, length: int, depths: list[float], device) -> Iterator[tuple[float, list]]:
+class TrialLog:
+    """The finished trials of rows not yet finished, one JSON line each in --out/TRIALS, so that a killed
+    evaluation of long prompts (a 32,768-token cell of SmolLM2 is hours on a CPU) resumes trial by trial. Without
+    --resume the file starts empty; once every row is written it is deleted."""
+
+    def __init__(self, path, resume: bool):
+        self.path = path
+        # (row_key, the keys of its trials) -> {trial: ((generated, teacher), seconds)}: the keys fix a row's prompts
+        self.done: dict[tuple, dict[int, tuple]] = {}
+        if resume and path.exists():
+            for line in path.read_text().splitlines():
+                try:
+                    r = json.loads(line)
+                    trial = (r["generated"], r["teacher"]), float(r["seconds"])
+                    self.done.setdefault((tuple(r["row"]), tuple(r["keys"])), {})[r["trial"]] = trial
+                except (ValueError, KeyError, TypeError):
+                    continue  # a line cut by a kill
+        else:
+            path.unlink(missing_ok=True)
+
+    def finished(self, row: tuple, keys: list[str]) -> dict[int, tuple]:
+        """Trial -> (generated, teacher) of the trials of `row` logged under the same keys."""
+        return {i: trial for i, (trial, _) in self.done.get((row, tuple(keys)), {}).items()}
+
+    def seconds(self, row: tuple, keys: list[str]) -> float:
+        """What the logged trials of `row` took when they were measured."""
+        return sum(seconds for _, seconds in self.done.get((row, tuple(keys)), {}).values())
+
+    def add(self, row: tuple, keys: list[str], i: int, trial: tuple, seconds: float) -> None:
+        self.done.setdefault((row, tuple(keys)), {})[i] = trial, seconds
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a") as f:
+            f.write(json.dumps({"row": list(row), "keys": keys, "trial": i, "generated": trial[0],
+                                "teacher": trial[1], "seconds": round(seconds, 2)}) + "\n")
+
+    def close(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def predictions(model, prompts: Prompts, length: int, depths: list[float], device,
+                finished: Callable[[float], dict[int, tuple]] = lambda depth: {},
+                on_trial: Callable[[float, int, tuple], None] = lambda depth, i, trial: None,
+                ) -> Iterator[tuple[float, list]]:
     """(depth, for each trial (the tokens greedy decoding generates after the question, the key's tokens plus
     EXTRA_TOKENS; the top prediction of each key token after the key's tokens before it)), deepest key first. The
     filler before the deepest key is prefilled once; a trial continues the prefix before its key and is rewound
     to it (the keys and values of a prefix do not depend on what follows it), so each depth costs its trials'
-    tokens after the key."""
+    tokens after the key. finished(depth) gives the trials measured before (TrialLog), which are not measured
+    again; on_trial is told of each new one."""
     cache = KVCache(model.cfg.n_layers, capacity=length)
 
     @torch.inference_mode()
@@ -132,8 +178,11 @@ def predictions(model, prompts: Prompts, length: int, depths: list[float], devic
     forward(prompts.head + prompts.filler_tokens(max(starts.values()) - len(prompts.head)), last_only=True)
     for depth in sorted(depths, reverse=True):
         cache.rewind(starts[depth])
-        out = []
+        out, before = [], finished(depth)
         for i in range(len(prompts.keys)):
+            if i in before:
+                out.append(before[i])
+                continue
             body, answer = prompts.trial(i, length, starts[depth] - len(prompts.head))
             generated = forward(body, last_only=True)
             asked = len(cache)
@@ -142,15 +191,17 @@ def predictions(model, prompts: Prompts, length: int, depths: list[float], devic
             cache.rewind(asked)
             teacher = generated[:1] + (forward(answer[:-1], last_only=False) if len(answer) > 1 else [])
             out.append((generated, teacher))
+            on_trial(depth, i, out[-1])
             cache.rewind(starts[depth])
         yield depth, out
 
 
 def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[float], seed: int, trials: int,
-                device, previous: list[dict], on_row, context: ContextConfig | None = None) -> None:
+                device, previous: list[dict], on_row, log: TrialLog, context: ContextConfig | None = None) -> None:
     """Every (scaling, length, depth) row of one run not among the `previous` rows, handed to on_row as it is
     measured; a row whose model a previous row measured (s = 1 is plain RoPE) repeats its numbers. The context
-    method, if any, is named in every label."""
+    method, if any, is named in every label. `log` keeps each finished trial, and gives back those of a row a
+    killed evaluation left unfinished."""
     prompts = Prompts(load_tokenizer(run.path), seed, trials)
     base = {"run": run.name, "seed": run.seed, "position": run.position, "train_length": run.train_length,
             "keys": prompts.kind}
@@ -184,16 +235,21 @@ def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[f
                     for r in rows.values():
                         on_row({**r, "note": f"{run.position} positions stop at {limit - 1}"})
                     continue
-                t0 = time.perf_counter()
-                for d, trials in predictions(model, prompts, length, missing, device):  # each row as it is measured
+                clock = [time.perf_counter()]  # when the last trial ended
+
+                def on_trial(d, i, trial):
+                    now = time.perf_counter()
+                    log.add(row_key(rows[d]), prompts.keys, i, trial, now - clock[0])
+                    clock[0] = now
+                finished = {d: log.finished(row_key(rows[d]), prompts.keys) for d in missing}
+                for d, trials in predictions(model, prompts, length, missing, device, finished.get, on_trial):
                     hits = sum(key in prompts.decode(generated) for key, (generated, _) in zip(prompts.keys, trials))
                     shares = [statistics.fmean(p == a for p, a in zip(teacher, answer))
                               for (_, teacher), answer in zip(trials, prompts.answers)]
                     known[d] = {"scaling": label, "value": round(hits / len(trials), 4), "hits": hits,
                                 "trials": len(trials), "key_tokens": round(statistics.fmean(shares), 4),
-                                "seconds": round(time.perf_counter() - t0, 2),
+                                "seconds": round(log.seconds(row_key(rows[d]), prompts.keys), 2),
                                 "context": context_settings(model, context)}
-                    t0 = time.perf_counter()
                     emit(rows[d], known)
             for d, r in rows.items():
                 if d not in missing:
@@ -244,6 +300,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             rows.extend(previous_rows(args.out / RESULTS, "eval.passkey", "depth"))
         previous = list(rows)
         device = pick_device(args.device, "--device")
+        log = TrialLog(args.out / TRIALS, args.resume)
 
         def measured(row):  # written at once: a killed evaluation keeps it
             rows.append(row)
@@ -251,7 +308,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for run in tqdm(runs, unit="run", dynamic_ncols=True, disable=None):
             lengths = (parse_lengths(args.lengths) if args.lengths is not None else
                        sorted({round(m * run.train_length) for m in parse_multiples(args.multiples)}))
-            measure_run(run, methods, lengths, depths, args.seed, args.trials, device, previous, measured, context)
+            measure_run(run, methods, lengths, depths, args.seed, args.trials, device, previous, measured, log, context)
+        log.close()  # every row is written
 
     rows = evaluate(args.out, "eval.passkey", work, lambda rows: write_report(rows, args.out))
     print(markdown(rows))

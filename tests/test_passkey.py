@@ -128,6 +128,35 @@ def test_the_command_writes_a_heat_map_per_scaling_and_resumes_cell_by_cell(tiny
     assert (out / "passkey.png").stat().st_size > 0
 
 
+def test_a_killed_evaluation_resumes_trial_by_trial(tiny_run, tmp_path, monkeypatch):
+    """A kill in the middle of a row keeps its finished trials (passkey-trials.jsonl): --resume measures only the
+    others and gives the rows an uninterrupted evaluation gives; once every row is written the log is gone."""
+    common = [str(tiny_run), "--lengths", "256", "--depths", "0,1", "--trials", "3", "--scaling", "none",
+              "--device", "cpu"]
+    whole = passkey.main([*common, "--out", str(tmp_path / "whole")])
+    add, added = passkey.TrialLog.add, []
+
+    def add_then_kill(self, *args):
+        add(self, *args)
+        added.append(args[2])
+        if len(added) == 4:  # the deepest key's row (depth 1) finished and one trial of depth 0
+            raise KeyboardInterrupt
+    monkeypatch.setattr(passkey.TrialLog, "add", add_then_kill)
+    out = tmp_path / "cut"
+    with pytest.raises(SystemExit):
+        passkey.main([*common, "--out", str(out)])
+    assert [r["depth"] for r in json.loads((out / "passkey.json").read_text())] == [1.0]
+    assert len((out / passkey.TRIALS).read_text().splitlines()) == 4
+    added.clear()
+    monkeypatch.setattr(passkey.TrialLog, "add", lambda self, *args: (add(self, *args), added.append(args[2])))
+    resumed = passkey.main([*common, "--out", str(out), "--resume"])
+    assert added == [1, 2]  # depth 0's trials after the one kept
+    drop = ("seconds",)
+    assert sorted(({k: v for k, v in r.items() if k not in drop} for r in resumed), key=lambda r: r["depth"]) == \
+        sorted(({k: v for k, v in r.items() if k not in drop} for r in whole), key=lambda r: r["depth"])
+    assert not (out / passkey.TRIALS).exists()
+
+
 @pytest.mark.parametrize("method", ["self-extend", "{type: sinks, sinks: 4, window: 32}"])
 def test_a_context_method_gives_a_run_and_its_export_the_same_cells(method, tiny_run, exported, tmp_path):
     rows = passkey.main([str(tiny_run), exported, "--lengths", "256", "--depths", "0,1", "--trials", "3",

@@ -86,4 +86,15 @@ smollm2-extend-%: smollm2  ## smollm2-extend-VARIANT: one of them (yarn, pi, con
 	$(RUN_PY) train.py --config configs/smollm2-extend.yaml run.out_dir=$(SMOLLM2_EXTEND) run.name=smollm2-$* \
 		$(ARGS_smollm2-$*) $(SMOLLM2_ARGS) --resume
 
-.PHONY: smollm2 smollm2-report smollm2-extend
+# The passkey map to 4x its context on the CPU (what gpu-smollm2-eval measures on a GPU): training-free YaRN against
+# the YaRN fine-tune, SMOLLM2_TRIALS keys a cell at SMOLLM2_DEPTHS. Many hours on 2 cores (a 32,768-token prompt is
+# minutes); eval.passkey keeps each finished trial, so every call goes on where the last stopped.
+SMOLLM2_PASSKEY_LONG ?= 8192,16384,32768
+
+smollm2-passkey-long: $(SMOLLM2_RUN)/config.yaml smollm2-extend-yarn  ## the passkey map to 32k on the CPU: training-free YaRN against the YaRN fine-tune (hours; resumes trial by trial)
+	$(RUN_PY) -m eval.passkey $(SMOLLM2_RUN) --lengths $(SMOLLM2_PASSKEY_LONG) --depths $(SMOLLM2_DEPTHS) \
+		--trials $(SMOLLM2_TRIALS) --scaling yarn --out $(SMOLLM2_REPORT) --resume
+	$(RUN_PY) -m eval.passkey $(SMOLLM2_EXTEND)/smollm2-yarn --lengths $(SMOLLM2_PASSKEY_LONG) \
+		--depths $(SMOLLM2_DEPTHS) --trials $(SMOLLM2_TRIALS) --out $(SMOLLM2_REPORT) --resume
+
+.PHONY: smollm2 smollm2-report smollm2-extend smollm2-passkey-long

@@ -100,9 +100,10 @@ def same_tokens(folder: Path) -> str:
         "first test book.",
         f"Not yet measured on them: {listed(missing)} (their by-length rows below)." if missing else "",
         f"Not yet measured: the passkey map to {number(x4)} tokens (a {number(x4)}-token window took "
-        f"{r.seconds[(BASE, 'none', x4)] / 60:.0f} minutes here, and a cell is 60 trials): `make gpu-smollm2-eval` "
+        f"{r.seconds[(BASE, 'none', x4)] / 60:.0f} minutes here, and a length is 60 trials): `make gpu-smollm2-eval` "
         "measures it on a GPU, for the YaRN fine-tunes there (the PoSE recipe of this page and full windows) against "
-        "training-free YaRN (reports/bench/README.md, \"On a GPU: the pieces\").")]
+        "training-free YaRN (reports/bench/README.md, \"On a GPU: the pieces\"); `make smollm2-passkey-long` on the "
+        "CPU, for this page's YaRN fine-tune, in as many sittings as it takes (it resumes trial by trial).")]
 
     if yarn:
         out.append(paragraph(

@@ -260,6 +260,16 @@ def test_the_smollm2_targets_dry_run_with_their_commands(tmp_path):
                  "--scaling none,yarn --out reports/smollm2",
                  "-m render.model_report reports/smollm2 --data ../shared/corpora/gutenberg"):
         assert line in out, line
+    extend = tmp_path / "extend"
+    out = subprocess.run(["make", "--no-print-directory", "-n", "smollm2-passkey-long", f"SMOLLM2_CACHE={tmp_path}",
+                          f"SMOLLM2_RUN={run}", f"SMOLLM2_EXTEND={extend}"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    for line in (f"train.py --config configs/smollm2-extend.yaml run.out_dir={extend} run.name=smollm2-yarn",
+                 f"-m eval.passkey {run} --lengths 8192,16384,32768 --depths 0,0.5,1 \\\n\t--trials 20 --scaling yarn "
+                 "--out reports/smollm2 --resume",
+                 f"-m eval.passkey {extend}/smollm2-yarn --lengths 8192,16384,32768 \\\n\t--depths 0,0.5,1 "
+                 "--trials 20 --out reports/smollm2 --resume"):
+        assert line in out, line
 
 
 def test_probe_resume_measures_only_the_missing_cells(pair, tmp_path):

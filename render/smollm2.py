@@ -12,6 +12,7 @@ import yaml
 from render.model_report import logged_minutes
 from render.prose import bullet, claim, listed, number, paragraph, percent
 from render.rows import previous_rows
+from render.tasks import interval
 
 BASE = "SmolLM2-135M-Instruct-Q4_1"
 FINE_TUNES = {"yarn": ("smollm2-yarn", "yarn (fine-tuned)"), "pi": ("smollm2-pi", "linear (fine-tuned)"),
@@ -84,6 +85,11 @@ def same_tokens(folder: Path) -> str:
     missing += [NAMES[m] + (f" (at {number(x4)})" if m in measured else "") for m in NAMES
                 if x4 not in measured.get(m, {})]
     none = base["none"]
+    keys = previous_rows(folder / "passkey.json", "eval.passkey", "depth")
+    tuned_keys = [row for row in keys if row["run"] == FINE_TUNES["yarn"][0]]
+    cells = {(row["run"], row["scaling"], row["length"], row["depth"]) for row in keys}
+    map_done = all((run, scaling, x4, row["depth"]) in cells for row in keys
+                   for run, scaling in ((BASE, "yarn"), (FINE_TUNES["yarn"][0], FINE_TUNES["yarn"][1])))
     out = [paragraph(
         "`make smollm2-extend` continues SmolLM2 with this repo's training loop (`configs/smollm2-extend.yaml`, from "
         f"`train.init_from: hf:PATH`): to {number(t['positions']['max_position'])} tokens (s = {s['factor']:g}) on the "
@@ -99,11 +105,13 @@ def same_tokens(folder: Path) -> str:
         f"[extend/](extend/). Every cell scores the same {number(tokens)} tokens: the first {number(tokens)} of the "
         "first test book.",
         f"Not yet measured on them: {listed(missing)} (their by-length rows below)." if missing else "",
-        f"Not yet measured: the passkey map to {number(x4)} tokens (a {number(x4)}-token window took "
+        f"Not yet measured{' in full' if tuned_keys else ''}: the passkey map to {number(x4)} tokens (a "
+        f"{number(x4)}-token window took "
         f"{r.seconds[(BASE, 'none', x4)] / 60:.0f} minutes here, and a length is 60 trials): `make gpu-smollm2-eval` "
         "measures it on a GPU, for the YaRN fine-tunes there (the PoSE recipe of this page and full windows) against "
         "training-free YaRN (reports/bench/README.md, \"On a GPU: the pieces\"); `make smollm2-passkey-long` on the "
-        "CPU, for this page's YaRN fine-tune, in as many sittings as it takes (it resumes trial by trial).")]
+        "CPU, for this page's YaRN fine-tune, in as many sittings as it takes (it resumes trial by trial)."
+        if not map_done else "")]
 
     if yarn:
         out.append(paragraph(
@@ -161,6 +169,10 @@ def same_tokens(folder: Path) -> str:
             f"{steps} steps, did not teach the model RoPE's rotations past {number(x1)}."))
 
     linear, ntk, free_yarn = base["linear"], base["ntk"], base["yarn"]
+    if tuned_keys:
+        out += [paragraph(f"**The passkey to {number(x4)}, training-free YaRN against the YaRN fine-tune** (`make "
+                          "smollm2-passkey-long`; the keys found of those tried, - where not yet measured):"),
+                passkey_map(keys, {FINE_TUNES["yarn"][0]: "the YaRN fine-tune"}, [x1, x2, x4], "passkey.png")]
     if linear:
         out.append(paragraph(
             claim(linear[x2] > none[x2] and linear[x4] > 5 * free_yarn[x4],
@@ -257,17 +269,47 @@ def full_windows(folder: Path) -> str:
             "tokens, one seed).")]
     keys = previous_rows(gpu / "passkey.json", "eval.passkey", "depth") if (gpu / "passkey.json").exists() else []
     if keys:
-        found: dict[tuple, list[int]] = {}
-        for row in keys:
-            cell = found.setdefault((row["run"], row["scaling"], row["length"]), [0, 0])
-            cell[0], cell[1] = cell[0] + row["hits"], cell[1] + row["trials"]
-        out.append(paragraph(
-            "The passkey map (the keys found, over every depth): "
-            + "; ".join(f"{run if run != BASE else 'training-free YaRN' if scaling == 'yarn' else 'unscaled'} at "
-                        f"{number(n)}: {hits} of {trials}"
-                        for (run, scaling, n), (hits, trials) in sorted(found.items()))
-            + " ([gpu/passkey.png](gpu/passkey.png))."))
+        out += [paragraph("The passkey map, the keys found of those tried:"),
+                passkey_map(keys, {"smollm2-yarn": "YaRN, full windows", "smollm2-yarn-pose": "YaRN, PoSE windows"},
+                            lengths, "gpu/passkey.png")]
     return "\n\n".join(out)
+
+
+def passkey_map(rows: list[dict], names: dict[str, str], lengths: list[int], png: str) -> str:
+    """The passkey map past L from eval.passkey's rows: training-free YaRN on the base against YaRN fine-tunes (names:
+    {run: what the page calls it}), the keys found of those tried in each cell by length and depth (- where not yet
+    measured), and at the longest length over every depth with a 95% interval over keys (each key is an independent
+    trial: render.tasks.interval); a gap is said only where the two intervals do not overlap."""
+    models = {(BASE, "yarn"): "training-free YaRN"} | {(run, "yarn (fine-tuned)"): name for run, name in names.items()}
+    cells = {(r["run"], r["scaling"], r["length"], r["depth"]): (r["hits"], r["trials"]) for r in rows
+             if (r["run"], r["scaling"]) in models and r.get("hits") is not None}
+    depths = sorted({d for (*_, d) in cells})
+    lines = ["| model | key at depth | " + " | ".join(number(n) for n in lengths) + " |",
+             "|---|---:|" + "---:|" * len(lengths)]
+    for (run, scaling), name in models.items():
+        for d in depths:
+            lines.append(f"| {name} | {d:g} | " + " | ".join(
+                "%d/%d" % cells[(run, scaling, n, d)] if (run, scaling, n, d) in cells else "-" for n in lengths) + " |")
+    x4 = lengths[-1]
+    total = {model: [sum(v) for v in zip(*(cells[(*model, x4, d)] for d in depths))]
+             for model in models if all((*model, x4, d) in cells for d in depths)}
+    said = ""
+    if depths and len(total) == len(models):
+        bounds = {model: interval(hits / trials, trials) for model, (hits, trials) in total.items()}
+        base = bounds[(BASE, "yarn")]
+        said = paragraph(
+            f"At {number(x4)} tokens, over the depths: "
+            + "; ".join(f"{models[m]} finds {h} of {n} keys (95% interval {100 * bounds[m][0]:.0f}-"
+                        f"{100 * bounds[m][1]:.0f}%)" for m, (h, n) in total.items()) + ".",
+            *(f"{capital(models[m])} finds {'more' if lo > base[1] else 'fewer'} keys than training-free YaRN "
+              "there." if lo > base[1] or hi < base[0] else
+              f"{capital(models[m])} and training-free YaRN are not told apart there."
+              for m, (lo, hi) in bounds.items() if m != (BASE, "yarn")))
+    return "\n\n".join(x for x in ["\n".join(lines), said, f"The heat maps: [{png}]({png})."] if x)
+
+
+def capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def signed(change: float) -> str:
@@ -280,7 +322,8 @@ def keys_found(folder: Path) -> dict[tuple[str, int, float], tuple[int, int, flo
     """passkey.json as {(scaling, length, depth): (hits, trials, share of the key's digits predicted right)}; a cell
     measured twice counts once."""
     rows = previous_rows(folder / "passkey.json", "eval.passkey", "depth")
-    return {(r["scaling"], r["length"], r["depth"]): (r["hits"], r["trials"], r["key_tokens"]) for r in rows}
+    return {(r["scaling"], r["length"], r["depth"]): (r["hits"], r["trials"], r["key_tokens"]) for r in rows
+            if r["run"] == BASE}
 
 
 def by_length(folder: Path) -> str:

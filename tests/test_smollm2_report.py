@@ -12,7 +12,8 @@ REPORT = ROOT / "reports" / "smollm2"
 ROWS = json.loads((REPORT / "by-length" / "results.json").read_text())
 PPL = {(r["scaling"], r["length"]): r for r in ROWS if not r["context"]}  # the RoPE scalings
 CONTEXT = {(r["scaling"], r["length"]): r for r in ROWS if r["context"]}  # the context methods, unscaled
-PASSKEY = {(r["scaling"], r["length"], r["depth"]): r for r in json.loads((REPORT / "passkey.json").read_text())}
+PASSKEY = {(r["scaling"], r["length"], r["depth"]): r for r in json.loads((REPORT / "passkey.json").read_text())
+           if r["run"] == "SmolLM2-135M-Instruct-Q4_1"}  # the base model's (the YaRN fine-tune's are added in sittings)
 L = 8192
 
 
@@ -96,8 +97,45 @@ def test_the_full_window_section_renders_a_gpu_sessions_rows(tmp_path):
     (folder / "gpu" / "results.json").write_text(json.dumps(gpu))
     for name in ("smollm2-yarn.yaml", "smollm2-yarn.jsonl"):
         shutil.copy(REPORT / "extend" / name, folder / "gpu" / "extend" / name)
-    (folder / "gpu" / "passkey.json").write_text((REPORT / "passkey.json").read_text())
+    keys = json.loads((REPORT / "passkey.json").read_text())
+    keys += [key_row("SmolLM2-135M-Instruct-Q4_1", "yarn", 4 * L, d, 2) for d in (0, 0.5, 1)]
+    keys += [key_row(f"smollm2-{v}", "yarn (fine-tuned)", n, d, 20) for v in ("yarn", "yarn-pose")
+             for n in (L, 2 * L, 4 * L) for d in (0, 0.5, 1)]
+    (folder / "gpu" / "passkey.json").write_text(json.dumps(keys))
     text = " ".join(full_windows(folder).split())
     assert "| YaRN, full windows | 28.19 | 28.19 | 32.02 |" in text and "| PI, full windows | 54.78 |" in text
     assert "does not hold here at 32,768 tokens: the PoSE fine-tune is 9% below the full-window one" in text
-    assert "training-free YaRN at 16,384: 40 of 60" in text and "unscaled at 16,384: 0 of 60" in text
+    assert "| training-free YaRN | 0.5 | 20/20 | 20/20 | 2/20 |" in text  # the committed rows at 8k and 16k
+    assert "| YaRN, PoSE windows | 1 | 20/20 | 20/20 | 20/20 |" in text
+    assert "training-free YaRN finds 6 of 60 keys (95% interval 5-20%); YaRN, full windows finds 60 of 60" in text
+    assert "YaRN, full windows finds more keys than training-free YaRN there." in text
+
+
+def key_row(run: str, scaling: str, length: int, depth: float, hits: int) -> dict:
+    """An eval.passkey row of 20 trials."""
+    return {"run": run, "seed": 1, "position": "rope", "train_length": L, "keys": "5 digits", "scaling": scaling,
+            "length": length, "multiple": length / L, "depth": depth, "value": hits / 20, "hits": hits, "trials": 20,
+            "key_tokens": hits / 20, "context": None, "seconds": 1.0}
+
+
+def test_the_cpu_passkey_map_renders_cell_by_cell_and_compares_only_apart(tmp_path):
+    """`make smollm2-passkey-long` fills the map in sittings: a partial map shows its cells and says nothing at 32k;
+    a full one gives each model's keys with a 95% interval, and a gap only where the intervals do not overlap."""
+    import shutil
+    from render.smollm2 import same_tokens
+    folder = tmp_path / "smollm2"
+    shutil.copytree(REPORT, folder, ignore=shutil.ignore_patterns("gpu"))
+    committed = json.loads((REPORT / "passkey.json").read_text())
+    tuned = [key_row("smollm2-yarn", "yarn (fine-tuned)", L, d, 20) for d in (0, 0.5, 1)]
+    (folder / "passkey.json").write_text(json.dumps(committed + tuned))
+    text = " ".join(same_tokens(folder).split())
+    assert "| the YaRN fine-tune | 0 | 20/20 | - | - |" in text and "| training-free YaRN | 0 | 0/20 | " in text
+    assert "over the depths" not in text and "Not yet measured in full: the passkey map" in text
+    far = [key_row("SmolLM2-135M-Instruct-Q4_1", "yarn", 4 * L, d, 9) for d in (0, 0.5, 1)]
+    far += [key_row("smollm2-yarn", "yarn (fine-tuned)", n, d, 11) for n in (2 * L, 4 * L) for d in (0, 0.5, 1)]
+    (folder / "passkey.json").write_text(json.dumps(committed + tuned + far))
+    text = " ".join(same_tokens(folder).split())
+    assert "training-free YaRN finds 27 of 81 keys" not in text  # a cell counts once
+    assert "training-free YaRN finds 27 of 60 keys (95% interval 33-58%); the YaRN fine-tune finds 33 of 60" in text
+    assert "The YaRN fine-tune and training-free YaRN are not told apart there." in text
+    assert "Not yet measured" not in text.split("(their by-length rows below)")[-1].split("**The YaRN")[0]

@@ -139,3 +139,23 @@ def test_the_cpu_passkey_map_renders_cell_by_cell_and_compares_only_apart(tmp_pa
     assert "training-free YaRN finds 27 of 60 keys (95% interval 33-58%); the YaRN fine-tune finds 33 of 60" in text
     assert "The YaRN fine-tune and training-free YaRN are not told apart there." in text
     assert "Not yet measured" not in text.split("(their by-length rows below)")[-1].split("**The YaRN")[0]
+
+
+def test_dynamic_ntk_on_the_same_tokens_is_told_as_this_repo_caches_it(tmp_path):
+    """Native dynamic NTK caches keys before rotation (the YaRN paper, section 3.3); transformers' cache keeps each
+    key's old rotation. The paragraph compares them at 4L, where the rows by length read the same tokens, with the
+    side each lies on computed from the rows."""
+    import shutil
+    from render.smollm2 import same_tokens
+    folder = tmp_path / "smollm2"
+    shutil.copytree(REPORT, folder, ignore=shutil.ignore_patterns("gpu"))
+    rows = [r for r in json.loads((REPORT / "results.json").read_text()) if r["scaling"] != "dynamic"
+            or r["length"] == L]
+    ntk = {r["length"]: r for r in rows if r["scaling"] == "ntk" and r["run"] == "SmolLM2-135M-Instruct-Q4_1"}
+    rows += [{**ntk[2 * L], "scaling": "dynamic", "ppl": 30.0}, {**ntk[4 * L], "scaling": "dynamic", "ppl": 40.0}]
+    (folder / "results.json").write_text(json.dumps(rows))
+    text = " ".join(same_tokens(folder).split())
+    hf = PPL[("dynamic", 4 * L)]["ppl"]
+    assert f"30.00 at 16,384 and 40.00 at 32,768 on the same tokens, {abs(100 * (30 / ntk[2 * L]['ppl'] - 1)):.0f}% " \
+           "below and " in text
+    assert f"gives {hf:.2f}: keys cached before rotation are {abs(100 * (40 / hf - 1)):.0f}% below it." in text

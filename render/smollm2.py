@@ -81,9 +81,17 @@ def same_tokens(folder: Path) -> str:
     # each context method measured at L and 2L, with 4L where it is measured
     measured = {m: {n: r.ppl[(BASE, m, n)] for n in (x1, x2, x4) if (BASE, m, n) in r.ppl} for m in NAMES
                 if all((BASE, m, n) in r.ppl for n in (x1, x2))}
-    missing = [f"{name} NTK" if name == "dynamic" else name for name in SCALINGS if not base[name]]
-    missing += [NAMES[m] + (f" (at {number(x4)})" if m in measured else "") for m in NAMES
-                if x4 not in measured.get(m, {})]
+
+    def not_yet(name: str, called: str) -> str | None:
+        """`called`, with the lengths it lacks where it has some; None where every length is measured (a static
+        scaling at L is plain RoPE, measured once)."""
+        lengths = [n for n in (x1, x2, x4) if not (n == x1 and name in SCALINGS)]
+        lacks = [n for n in lengths if (BASE, name, n) not in r.ppl]
+        if not lacks or lacks == lengths:
+            return called if lacks else None
+        return f"{called} (at {listed([number(n) for n in lacks])})"
+    missing = [m for m in [not_yet(name, f"{name} NTK" if name == "dynamic" else name) for name in SCALINGS]
+               + [not_yet(m, NAMES[m]) for m in NAMES] if m]
     none = base["none"]
     keys = previous_rows(folder / "passkey.json", "eval.passkey", "depth")
     tuned_keys = [row for row in keys if row["run"] == FINE_TUNES["yarn"][0]]

@@ -1310,13 +1310,17 @@ def every_method(reports: Path) -> str:
         lines.append(f"| {name} | {missed(run) if label == label_of(t, run) else ''} | "
                      + " | ".join(cell(run, label, task, x16) for task in TASKS) + " |")
     learned_all, kept = added_lists(t, present, seeds)
+    # why a run has no cell past L: its rows' note ("learned positions stop at 127")
+    stops = sorted({r["note"] for r in t.rows if r["run"] in present and r["length"] == x16 and r.get("note")})
     intro = paragraph(
         f"`make extrapolation-tasks-added SEED_NUMBERS=\"{' '.join(map(str, seeds))}\"` trains the other methods with "
         "the committed recipe and evaluates them as the track's runs: each cell below is the accuracy (%) at 16x L "
         f"({number(x16)} tokens, every distance band pooled) of {seeds_named(seeds)}"
         f"{', in that order,' if len(seeds) > 1 else ','} "
         "and the second column the tasks a run left below 90% at the length it was trained at (†: its rows past L "
-        "say nothing about extrapolation). Every row, length and band, with intervals: [results.md](results.md).")
+        "say nothing about extrapolation)" + (f"; n/a where a run cannot be measured there ({'; '.join(stops)})"
+                                              if stops else "") + ". Every row, length and band, with intervals: "
+        "[results.md](results.md).")
     said = paragraph(
         f"Learned all five tasks at L on {'every one of these seeds' if len(seeds) > 1 else seeds_named(seeds)}: "
         f"{named(learned_all)}.",

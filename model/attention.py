@@ -240,12 +240,15 @@ def causal_mask(q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
     return mask if mask.dim() == 2 else mask[:, None]
 
 
-def per_query_attention(q, k, v, ctx: PositionContext, scale: float):
-    """Causal attention where each query reads its own rotation of the keys, k (B, nkv, T, S, d): a
-    dynamic RoPE scaling decoding a chunk (Rope.chunk_context). Query head h reads key head h // (H / nkv),
-    as SDPA's enable_gqa."""
-    q = q.unflatten(1, (k.shape[1], -1))  # (B, nkv, H / nkv, T, d)
-    scores = torch.einsum("bngtd,bntsd->bngts", q.float(), k.float()) * scale
+def per_query_attention(q, k, v, ctx: PositionContext, scale: float, rotate):
+    """Causal attention where each query reads its own rotation of the keys: a dynamic RoPE scaling decoding a
+    chunk (Rope.chunk_context), k (B, nkv, S, hs) not yet rotated and rotate(k, rotor) turning it by one query's
+    row of ctx.key_rotors. One query at a time: the (B, nkv, T, S, hs) keys of all T rotations at once are T
+    times the cache, and scoring them was slower (reports/bench/README.md, "What was tried on the CPU"). Query
+    head h reads key head h // (H / nkv), as SDPA's enable_gqa."""
+    q = q.float().unflatten(1, (k.shape[1], -1))  # (B, nkv, H / nkv, T, hs)
+    scores = torch.stack([q[:, :, :, t] @ rotate(k, rotor).float().mT for t, rotor in enumerate(ctx.key_rotors)],
+                         dim=3) * scale  # (B, nkv, H / nkv, T, S)
     if ctx.bias is not None:  # (1, T, S): -inf on future keys and on those past a sliding window
         scores = scores + ctx.bias
     else:
@@ -340,8 +343,8 @@ class Attention(nn.Module):
         if ctx.q_scale is not None:  # log-n, Llama 4's temperature: each query row times its factor, before any bias
             factor = ctx.q_scale.to(q.dtype)[..., None, :, None]  # (1, T, 1), or (B, 1, T, 1): per-sequence positions
             q, far = q * factor, None if far is None else (far[0] * factor, far[1])
-        if ctx.per_query_keys:
-            return per_query_attention(q, k, v, ctx, scale)
+        if ctx.key_rotors is not None:
+            return per_query_attention(q, k, v, ctx, scale, pe.rotate_part)
         if far is not None:
             return merged_attention(q, k, *far, v, ctx.use_far, ctx.bias, scale)
         if ctx.block_mask is not None and dropout == 0.0:  # GPT.forward set FlexAttention up

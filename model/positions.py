@@ -39,7 +39,7 @@ import torch.nn.functional as F
 
 from config import ModelConfig, UserError
 
-from .rope import apply_rope, check_scaling, is_dynamic, rope_angles, rope_frequencies
+from .rope import apply_rope, check_scaling, is_dynamic, rope_angles, rope_frequencies, rotate_pairs
 
 ENCODINGS: dict[str, type[PositionalEncoding]] = {}
 
@@ -71,9 +71,9 @@ class PositionContext:
     q_angles: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin (T, d/2) or (B, 1, T, d/2)
     k_angles: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin of the keys being rotated
     bias: torch.Tensor | None = None  # (heads, T, S) or (B, heads, T, S): a learned score bias, -inf on future keys
-    # k_angles (T, S, d/2): each query rotates every key with its own frequencies (a dynamic scaling
-    # decoding a chunk of T tokens, as T one-token steps would)
-    per_query_keys: bool = False
+    # (T, S, d/2) complex, cos + i sin: each query rotates every key with its own frequencies (a dynamic scaling
+    # decoding a chunk of T tokens, as T one-token steps would); k_angles is then None
+    key_rotors: torch.Tensor | None = None
     score_mod: object = None  # with FlexAttention (GPT.use_flex_attention): the encoding's score_mod ...
     block_mask: object = None  # ... and the causal BlockMask of this forward's shape
     rotate_keys: bool = False  # every key is rotated in this forward, so a KV cache holds them before rotation
@@ -279,9 +279,9 @@ class Rope(PositionalEncoding):
         freqs = [self.frequencies(n, q_pos.device) for n in range(length - T + 1, length + 1)]
         inv_freq = torch.stack([f for f, _ in freqs])  # (T, d/2): a row per query
         factor = torch.tensor([a for _, a in freqs], device=q_pos.device)[:, None]  # (T, 1)
+        cos, sin = rope_angles(k_pos, inv_freq[:, None], factor[:, None])  # (T, S, d/2)
         return PositionContext(q_pos, k_pos, rope_angles(q_pos, inv_freq, factor),  # (T, d/2)
-                               rope_angles(k_pos, inv_freq[:, None], factor[:, None]),  # (T, S, d/2)
-                               per_query_keys=True)
+                               key_rotors=torch.complex(cos, sin))
 
     def show(self, ctx, method, length):
         """Under a context method that shows far pairs another distance: q and k rotated a second time at the
@@ -294,14 +294,17 @@ class Rope(PositionalEncoding):
             ctx.far = self.context(far_q, far_k, far_k, length)
 
     def rotate(self, q, k, ctx):
-        if ctx.per_query_keys:
-            k = k.unsqueeze(2)  # (B, nkv, 1, S, d), rotated into (B, nkv, T, S, d)
+        if ctx.key_rotors is not None:  # per_query_attention turns k for one query at a time (rotate_part)
+            return self.rotate_part(q, ctx.q_angles), k
         return self.rotate_part(q, ctx.q_angles), self.rotate_part(k, ctx.k_angles)
 
     def rotate_part(self, x, angles):
+        """x rotated on its first self.dims dimensions by angles: (cos, sin), or a complex rotor (rotate_pairs)."""
+        def turn(y):
+            return rotate_pairs(y, angles) if torch.is_tensor(angles) else apply_rope(y, *angles)
         if self.dims == x.shape[-1]:
-            return apply_rope(x, *angles)
-        rotated = apply_rope(x[..., :self.dims], *angles)
+            return turn(x)
+        rotated = turn(x[..., :self.dims])
         return torch.cat([rotated, x[..., self.dims:].expand(*rotated.shape[:-1], -1)], dim=-1)
 
 

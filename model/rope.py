@@ -242,5 +242,11 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     if x.is_cuda or torch.compiler.is_compiling():
         x1, x2 = x.float().unflatten(-1, (-1, 2)).unbind(-1)
         return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2).type_as(x)
-    pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)))  # (..., T, d/2), a view: d is even
-    return torch.view_as_real(pairs * torch.complex(cos, sin)).flatten(-2).type_as(x)
+    return rotate_pairs(x, torch.complex(cos, sin))
+
+
+def rotate_pairs(x: torch.Tensor, rotor: torch.Tensor) -> torch.Tensor:
+    """x (..., d) with each interleaved pair, a complex number, multiplied by rotor (..., d/2), cos + i sin:
+    apply_rope's CPU path, and the rotation of keys whose rotor is built once for every layer (Rope.chunk_context)."""
+    pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)))  # a view: d is even
+    return torch.view_as_real(pairs * rotor).flatten(-2).type_as(x)

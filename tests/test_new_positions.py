@@ -256,6 +256,22 @@ def test_a_dynamic_scaling_under_a_window_decodes_a_chunk_as_token_by_token():
     torch.testing.assert_close(decode(7), decode(1), atol=1e-5, rtol=1e-5)
 
 
+@torch.no_grad()
+@pytest.mark.parametrize("rotation", [{"rotary_fraction": 0.5}, {"kept_frequencies": 0.75}])
+def test_a_dynamic_scaling_decodes_a_chunk_as_token_by_token_on_part_of_the_head(rotation):
+    # per_query_attention turns the keys one query at a time through Rope.rotate_part: GPT-NeoX's partial rotary
+    # leaves the last dimensions unturned, p-RoPE its lowest frequencies
+    scaling = {"type": "dynamic", "factor": 1.0, "original_max_position_embeddings": 16}
+    model = tiny("rope", init_std=0.3, pos={"scaling": scaling, **rotation})
+    idx = torch.randint(0, 97, (2, 40), generator=torch.Generator().manual_seed(9))
+
+    def decode(chunk):
+        cache = KVCache(model.cfg.n_layers)
+        edges = [0, 16, *range(16 + chunk, 40, chunk), 40]
+        return torch.cat([model(idx[:, a:b], cache=cache)[0] for a, b in zip(edges, edges[1:])], dim=1)
+    torch.testing.assert_close(decode(8), decode(1), atol=1e-5, rtol=1e-5)
+
+
 @torch.no_grad()  # FlexAttention has no CPU backward
 @pytest.mark.parametrize("case", ["fox", "fox-window", "alibi-window"])  # fox's score_mod, the window's table
 def test_flex_attention_equals_the_float_mask(case):

@@ -70,6 +70,20 @@ def test_cached_decoding_equals_a_full_forward_pass(position, scaling, layers, f
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-4, rtol=1e-4)
 
 
+@torch.no_grad()
+def test_a_dynamic_scaling_decodes_a_chunk_as_token_by_token():
+    # per_query_attention's complex rotors on CUDA: each query of a chunk turns the keys with its own frequencies
+    scaling = {"type": "dynamic", "factor": 1.0, "original_max_position_embeddings": 16}
+    model = model_on_cuda("rope", scaling, max_seq_len=16).eval()
+    idx = batch(48)[0]
+
+    def decode(chunk):
+        cache = KVCache(model.cfg.n_layers)
+        edges = [0, 16, *range(16 + chunk, 48, chunk), 48]
+        return torch.cat([model(idx[:, a:b], cache=cache)[0] for a, b in zip(edges, edges[1:])], dim=1)
+    torch.testing.assert_close(decode(7), decode(1), atol=1e-4, rtol=1e-4)
+
+
 @pytest.mark.parametrize("position, method", [("rope", "self-extend"), ("rope", "sinks"), ("alibi", "dca"),
                                               ("t5", "sinks"), ("fire", "leaky-rerope"), ("kerple", "logn")])
 @torch.no_grad()

@@ -243,10 +243,13 @@ def test_per_sequence_positions_decode_as_their_full_pass(case):
 
 
 @torch.no_grad()
-def test_a_dynamic_scaling_under_a_window_decodes_a_chunk_as_token_by_token():
-    # each query of a chunk reads its own rotation of the keys (per_query_attention), the window hiding the old ones
-    model = tiny("rope", window=6, init_std=0.3,
-                 pos={"scaling": {"type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 16}})
+@pytest.mark.parametrize("window, part", [(6, {}), (None, {"rotary_fraction": 0.5}), (None, {"kept_frequencies": 0.75})])
+def test_a_dynamic_scaling_decodes_a_chunk_as_token_by_token(window, part):
+    # each query of a chunk reads its own rotation of the keys (per_query_attention, through Rope.rotate_part): under
+    # a window that hides the old ones, on half of each head (GPT-NeoX's partial rotary) and without p-RoPE's lowest
+    # frequencies
+    scaling = {"type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 16}
+    model = tiny("rope", window=window, init_std=0.3, pos={"scaling": scaling, **part})
     idx = torch.randint(0, 97, (2, 40), generator=torch.Generator().manual_seed(8))
 
     def decode(chunk):
@@ -254,22 +257,6 @@ def test_a_dynamic_scaling_under_a_window_decodes_a_chunk_as_token_by_token():
         edges = [0, 12, *range(12 + chunk, 40, chunk), 40]
         return torch.cat([model(idx[:, a:b], cache=cache)[0] for a, b in zip(edges, edges[1:])], dim=1)
     torch.testing.assert_close(decode(7), decode(1), atol=1e-5, rtol=1e-5)
-
-
-@torch.no_grad()
-@pytest.mark.parametrize("rotation", [{"rotary_fraction": 0.5}, {"kept_frequencies": 0.75}])
-def test_a_dynamic_scaling_decodes_a_chunk_as_token_by_token_on_part_of_the_head(rotation):
-    # per_query_attention turns the keys one query at a time through Rope.rotate_part: GPT-NeoX's partial rotary
-    # leaves the last dimensions unturned, p-RoPE its lowest frequencies
-    scaling = {"type": "dynamic", "factor": 1.0, "original_max_position_embeddings": 16}
-    model = tiny("rope", init_std=0.3, pos={"scaling": scaling, **rotation})
-    idx = torch.randint(0, 97, (2, 40), generator=torch.Generator().manual_seed(9))
-
-    def decode(chunk):
-        cache = KVCache(model.cfg.n_layers)
-        edges = [0, 16, *range(16 + chunk, 40, chunk), 40]
-        return torch.cat([model(idx[:, a:b], cache=cache)[0] for a, b in zip(edges, edges[1:])], dim=1)
-    torch.testing.assert_close(decode(8), decode(1), atol=1e-5, rtol=1e-5)
 
 
 @torch.no_grad()  # FlexAttention has no CPU backward

@@ -112,8 +112,8 @@ def same_tokens(folder: Path) -> str:
         "[report.md](report.md) renders each fine-tune's steps, tokens, minutes and validation loss from its log in "
         f"[extend/](extend/). Every cell scores the same {number(tokens)} tokens: the first {number(tokens)} of the "
         "first test book.",
-        f"Not yet measured on them: {listed(missing)} ({'its by-length row is' if len(missing) == 1 else 'their by-length rows are'} "
-        "below)." if missing else "",
+        f"Not yet measured on them: {listed(missing)} ({'its' if len(missing) == 1 else 'their'} by-length "
+        f"{'row is' if len(missing) == 1 else 'rows are'} below)." if missing else "",
         f"Not yet measured{' in full' if tuned_keys else ''}: the passkey map to {number(x4)} tokens (a "
         f"{number(x4)}-token window took "
         f"{r.seconds[(BASE, 'none', x4)] / 60:.0f} minutes here, and a length is 60 trials): `make gpu-smollm2-eval` "

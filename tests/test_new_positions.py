@@ -243,7 +243,8 @@ def test_per_sequence_positions_decode_as_their_full_pass(case):
 
 
 @torch.no_grad()
-@pytest.mark.parametrize("window, part", [(6, {}), (None, {"rotary_fraction": 0.5}), (None, {"kept_frequencies": 0.75})])
+@pytest.mark.parametrize("window, part",
+                         [(6, {}), (None, {"rotary_fraction": 0.5}), (None, {"kept_frequencies": 0.75})])
 def test_a_dynamic_scaling_decodes_a_chunk_as_token_by_token(window, part):
     # each query of a chunk reads its own rotation of the keys (per_query_attention, through Rope.rotate_part): under
     # a window that hides the old ones, on half of each head (GPT-NeoX's partial rotary) and without p-RoPE's lowest

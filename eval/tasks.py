@@ -66,7 +66,11 @@ from model.context import parse_checked
 DEFAULT_MULTIPLES = "1,2,4,8,16"
 DEFAULT_SAMPLES = 24
 EVAL_SEED = 31_415_926  # the evaluation sequences: the same for every run, never a training sequence
-TASK_TOKENS_PER_FORWARD = 1 << 18  # tiny task models: a whole (task, length) in one batch, so decoding takes fewer steps
+# Tiny task models: many sequences in one batch, so decoding takes fewer steps, up to two bounds. A score bias built
+# per forward (FoX's gates: B x H x T x S floats) grows with the square of the length: at 16x L, 120 sequences of
+# 2,048 tokens in one batch held 8 GB a copy and the evaluation peaked at 17.8 GB.
+TASK_TOKENS_PER_FORWARD = 1 << 18
+TASK_SCORES_PER_FORWARD = 1 << 28  # elements of one batch's B x H x T x T scores: 1 GiB in float32
 
 
 def bands(length: int, L: int) -> list[tuple[int, int]]:
@@ -81,7 +85,7 @@ def answer_scores(model, samples, decode_from: int | None, chunk: int, device) -
     """(correct answers, answers, summed answer loss) of each sample (N, 3), from greedy next-token
     predictions over samples of one length, in batches that bound memory."""
     n = len(samples[0].tokens) - 1
-    batch = max(1, TASK_TOKENS_PER_FORWARD // n)
+    batch = max(1, min(TASK_TOKENS_PER_FORWARD // n, TASK_SCORES_PER_FORWARD // (n * n * model.cfg.n_heads)))
     out = []
     for i in range(0, len(samples), batch):
         x, y = (t.to(device) for t in to_batch(samples[i:i + batch]))

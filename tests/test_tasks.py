@@ -327,6 +327,19 @@ def test_eval_tasks_rows_by_length_band_and_scaling(task_runs, tmp_path):
     assert curves and all(r["wall_s"] > 0 and r["threads"] >= 1 for r in curves)
 
 
+def test_long_sequences_are_scored_in_batches_bounded_by_their_score_matrices(task_runs, monkeypatch):
+    from checkpoint import load_model
+    model = load_model(task_runs / "rope", device=torch.device("cpu"))
+    n = 4 * L
+    samples = [sample("recall1", n + 1, eval_tasks.EVAL_SEED, i, (L, n)) for i in range(5)]
+    whole = eval_tasks.answer_scores(model, samples, None, 16, torch.device("cpu"))
+    batches = []
+    model.register_forward_pre_hook(lambda module, args, kwargs: batches.append(len(args[0])), with_kwargs=True)
+    monkeypatch.setattr(eval_tasks, "TASK_SCORES_PER_FORWARD", 2 * n * n * model.cfg.n_heads)
+    assert torch.equal(eval_tasks.answer_scores(model, samples, None, 16, torch.device("cpu")), whole)
+    assert batches == [2, 2, 1]
+
+
 def test_runs_evaluated_apart_and_merged_give_the_joint_report(task_runs, tmp_path):
     """make task-eval evaluates each run as soon as it is trained, then merges the folders (render.merge)."""
     from render import merge

@@ -238,14 +238,13 @@ def logits_in_parts(model, x: torch.Tensor, decode_from: int | None, chunk: int)
     cache = None if decode_from is None else KVCache(model.cfg.n_layers)
     edges = [0, x.shape[1]] if decode_from is None else [0, *range(decode_from, x.shape[1], chunk), x.shape[1]]
     # a long decode (SmolLM2's 24,576 tokens after 8,192: over an hour on a CPU) shows its own bar in a terminal
-    bar = tqdm(total=x.shape[1], unit="token", desc="through the cache", leave=False, dynamic_ncols=True,
-               disable=None if len(edges) > 64 else True)
-    for a, b in zip(edges, edges[1:]):
-        with autocast(x.device):
-            logits, _ = model(x[:, a:b], cache=cache)  # (B, b - a, V)
-        bar.update(b - a)
-        yield a, b, logits
-    bar.close()
+    with tqdm(total=x.shape[1], unit="token", desc="through the cache", leave=False, dynamic_ncols=True,
+              disable=True if len(edges) <= 64 else None) as bar:  # closed too when a caller stops early
+        for a, b in zip(edges, edges[1:]):
+            with autocast(x.device):
+                logits, _ = model(x[:, a:b], cache=cache)  # (B, b - a, V)
+            bar.update(b - a)
+            yield a, b, logits
 
 
 class Models:

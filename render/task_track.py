@@ -1255,6 +1255,9 @@ ADDED = {"kerple": "KERPLE", "fire": "FIRE", "sinusoidal": "sinusoidal", "learne
          "rnope-swa": "RNoPE-SWA (3 RoPE layers over L/4, 1 NoPE)", "rope-pose": "RoPE, PoSE to 4x L",
          "rope-randomized": "RoPE, randomized positions (< 16x L)", "alibi-randomized": "ALiBi, randomized positions",
          "drope": "DroPE (RoPE's weights, positions dropped, recalibrated)"}  # make extrapolation-tasks-added's runs
+SHORT = ADDED | {"rope-half": "half-rotated RoPE", "p-rope": "p-RoPE", "rnope-swa": "RNoPE-SWA",
+                 "rope-pose": "RoPE with PoSE", "rope-randomized": "RoPE with randomized positions",
+                 "alibi-randomized": "ALiBi with randomized positions", "drope": "DroPE"}  # README.md's names
 
 
 def label_of(t: Track, run: str) -> str:
@@ -1267,12 +1270,13 @@ def named(runs: list[str]) -> str:
     return listed(runs) if runs else "none of them"
 
 
-def added_lists(t: Track, present: list[str], seeds: list[int]) -> tuple[list[str], list[str]]:
+def added_lists(t: Track, present: list[str], seeds: list[int], names: dict[str, str] = ADDED
+                ) -> tuple[list[str], list[str]]:
     """The added methods, by name, that learned all five tasks at L on every seed, and that kept the induction tasks at
     50% or more at 16x L on every seed."""
     x16 = 16 * t.L
-    return ([ADDED[r] for r in present if all(t.learned.get((r, s, task), False) for task in TASKS for s in seeds)],
-            [ADDED[r] for r in present if all((t.pooled.get((r, s, task, label_of(t, r), x16)) or 0) >= 0.5
+    return ([names[r] for r in present if all(t.learned.get((r, s, task), False) for task in TASKS for s in seeds)],
+            [names[r] for r in present if all((t.pooled.get((r, s, task, label_of(t, r), x16)) or 0) >= 0.5
                                               for task in INDUCTION for s in seeds)])
 
 
@@ -1430,14 +1434,14 @@ def added_sentence(t: Track) -> str:
     present, seeds = added_present(t)
     if not present:
         return ""
-    learned_all, kept = added_lists(t, present, seeds)
+    learned_all, kept = added_lists(t, present, seeds, SHORT)
     drope = ""
     if "drope" in present:
         above, below, _ = drope_sides(t, seeds)
         drope = (f"; DroPE against training-free YaRN at 16x, intervals apart in every seed: above on "
                  f"{listed(above) if above else 'no task'}, below on {listed(below) if below else 'no task'}")
     every = " in every seed" if len(seeds) > 1 else ""
-    so_far = f"so far {listed([ADDED[r] for r in present])}, " if len(present) < len(ADDED) else ""
+    so_far = f"{len(present)} of the {len(ADDED)} so far, " if len(present) < len(ADDED) else ""
     return (f"[Every other method](reports/tasks/README.md#every-method-on-the-track) ({so_far}{seeds_named(seeds)}): "
             f"all five tasks learned at L{every} by {named(learned_all)}; `copy`, `recall` and `passkey` kept at 50% or "
             f"more at 16x{every} by {named(kept)}{drope}.")

@@ -3,9 +3,10 @@
 
 # The long-range task track: encodings and RoPE's 4x fine-tunes trained on data/tasks.py's tasks
 # (configs/tasks.yaml, L = 128), evaluated by eval.tasks at 1x-16x L with RoPE's scalings. A run of the recipe
-# costs about 30 CPU-core minutes (12,000 steps, one thread, two at a time), so the track trains the encodings its
-# questions need, RoPE, ALiBi and NoPE, and RoPE's 4x fine-tunes; TASK_ENCODINGS="rope alibi nope t5" adds T5, and
-# TASK_ENCODINGS=t5 TASK_RUNS=t5 RESUME=1 adds it alone to seeds already in the report.
+# costs one to two CPU-core hours (12,000 steps; seed 11's added runs took 59-102 minutes on one thread, two runs at
+# a time; the learned biases and FoX the longest), so the track trains the encodings its questions need, RoPE, ALiBi
+# and NoPE, and RoPE's 4x fine-tunes; TASK_ENCODINGS="rope alibi nope t5" adds T5, and TASK_ENCODINGS=t5 TASK_RUNS=t5
+# RESUME=1 adds it alone to seeds already in the report.
 TASK_ENCODINGS ?= rope alibi nope
 TASK_RUNS ?= $(TASK_ENCODINGS) $(EXTENSIONS)
 extrapolation-tasks:  ## the task track: train its runs and evaluate them (reports/tasks)

@@ -8,7 +8,7 @@ Backends, chosen per call, all computing softmax(q k^T * scale + bias + causal m
     folded into q and k (ALiBi,
     `PositionalEncoding.fold`) and `is_causal` (flash / memory-efficient kernels) when queries and
     keys are the same tokens, else a boolean causal mask from their positions (chunked prefill,
-    decoding, the slots of a static KV cache);
+    decoding, the slots of a static KV cache), on the CPU a block of queries at a time for long chunks;
   - under a context method that shows RoPE's far pairs another distance (model/context.py), `merged_attention`:
     the scores of q and k rotated at their own positions and of q and k rotated at the method's, one picked per
     pair before one softmax (a score bias under a context method is a float mask, as for the learned biases).
@@ -240,6 +240,26 @@ def causal_mask(q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
     return mask if mask.dim() == 2 else mask[:, None]
 
 
+QUERY_BLOCK = 512  # query rows per SDPA call of attention_in_query_blocks
+
+
+def attention_in_query_blocks(q, k, v, mask: torch.Tensor, scale: float, gqa: bool) -> torch.Tensor:
+    """SDPA with a boolean mask (T, S) or (B, 1, T, S), QUERY_BLOCK query rows at a time, each block reading only
+    the keys up to the last one its mask shows. The CPU kernel computes every score a mask covers, hidden or not,
+    so T queries after S - T cached keys (a passkey prompt after its shared prefix, a chunked prefill) cost all T x S
+    scores in one call, twice the causal half where S - T is small; in blocks they cost the causal part and half a
+    block's square each. A row's numbers are the same: the keys a block leaves out are hidden from all its queries."""
+    T, S = q.shape[-2], k.shape[-2]
+    out = []
+    for a in range(0, T, QUERY_BLOCK):
+        rows = mask[..., a:a + QUERY_BLOCK, :]
+        shown = rows.reshape(-1, S).any(0).nonzero()
+        n = int(shown[-1]) + 1 if len(shown) else S
+        out.append(F.scaled_dot_product_attention(q[..., a:a + QUERY_BLOCK, :], k[..., :n, :], v[..., :n, :],
+                                                  attn_mask=rows[..., :n], scale=scale, enable_gqa=gqa))
+    return torch.cat(out, dim=-2)
+
+
 def per_query_attention(q, k, v, ctx: PositionContext, scale: float, rotate):
     """Causal attention where each query reads its own rotation of the keys: a dynamic RoPE scaling decoding a
     chunk (Rope.chunk_context), k (B, nkv, S, hs) not yet rotated and rotate(k, rotor) turning it by one query's
@@ -359,6 +379,9 @@ class Attention(nn.Module):
         if k.shape[-1] != hs:
             v = F.pad(v.to(k.dtype), (0, k.shape[-1] - hs))  # SDPA wants one head size; the pad is cut below
         mask = None if T == S else causal_mask(ctx.q_pos, ctx.k_pos)  # queries are the last T
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, dropout_p=dropout,
-                                           scale=scale, enable_gqa=gqa)
+        if mask is not None and T > QUERY_BLOCK and q.device.type == "cpu":
+            y = attention_in_query_blocks(q, k, v, mask, scale, gqa)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, dropout_p=dropout,
+                                               scale=scale, enable_gqa=gqa)
         return y[..., :hs].to(dtype)

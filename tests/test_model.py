@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from config import ModelConfig, PositionConfig, UserError
+from model import attention
 from model.attention import KVCache
 from model.gpt import GPT
 from model.positions import ENCODINGS, PositionError, alibi_slopes
@@ -327,6 +328,34 @@ def test_kv_cache_decoding_past_the_training_length_equals_full_forward(position
     steps = [model(idx[:, :9], cache=cache)[0]]
     steps += [model(idx[:, i:i + 1], cache=cache)[0] for i in range(9, n)]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("position", ["rope", "alibi", "nope"])
+def test_a_long_chunk_after_a_cache_is_attended_in_query_blocks_reading_only_the_keys_they_see(position, monkeypatch):
+    model = tiny(position)
+    idx = torch.randint(0, 97, (2, 49))
+    full, _ = model(idx)
+
+    def chunk_after_cache(block: int) -> tuple[torch.Tensor, list[int]]:
+        monkeypatch.setattr(attention, "QUERY_BLOCK", block)
+        keys, sdpa = [], torch.nn.functional.scaled_dot_product_attention
+
+        def counted(q, k, *args, **kw):
+            keys.append(k.shape[-2])
+            return sdpa(q, k, *args, **kw)
+        cache = KVCache(model.cfg.n_layers)
+        model(idx[:, :9], cache=cache)
+        with monkeypatch.context() as m:
+            m.setattr(torch.nn.functional, "scaled_dot_product_attention", counted)
+            logits, _ = model(idx[:, 9:], cache=cache)
+        return logits, keys
+
+    one_call, keys = chunk_after_cache(block=64)
+    assert keys == [49] * model.cfg.n_layers  # 40 queries after 9 cached keys: one call over every key
+    blocked, keys = chunk_after_cache(block=16)
+    assert keys == [25, 41, 49] * model.cfg.n_layers  # each block up to its last query
+    torch.testing.assert_close(blocked, one_call, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(blocked, full[:, 9:], atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("position", ["rope", "alibi", "nope", "sinusoidal", *BIASES])

@@ -243,20 +243,22 @@ def causal_mask(q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
 QUERY_BLOCK = 512  # query rows per SDPA call of attention_in_query_blocks
 
 
-def attention_in_query_blocks(q, k, v, mask: torch.Tensor, scale: float, gqa: bool) -> torch.Tensor:
-    """SDPA with a boolean mask (T, S) or (B, 1, T, S), QUERY_BLOCK query rows at a time, each block reading only
-    the keys up to the last one its mask shows. The CPU kernel computes every score a mask covers, hidden or not,
-    so T queries after S - T cached keys (a passkey prompt after its shared prefix, a chunked prefill) cost all T x S
-    scores in one call, twice the causal half where S - T is small; in blocks they cost the causal part and half a
-    block's square each. A row's numbers are the same: the keys a block leaves out are hidden from all its queries."""
+def attention_in_query_blocks(q, k, v, q_pos: torch.Tensor, k_pos: torch.Tensor, scale: float, gqa: bool
+                              ) -> torch.Tensor:
+    """Causal SDPA over T queries after S - T cached keys, QUERY_BLOCK query rows at a time, each block with its own
+    mask over only the keys up to the last one its queries see. The CPU kernel computes every score a mask covers,
+    hidden or not, so in one call T queries (a passkey prompt after its shared prefix, a chunked prefill) cost all
+    T x S scores, twice the causal half where S - T is small, and the (T, S) mask itself; in blocks they cost the
+    causal part and half a block's square each. A row's numbers are the same: the keys a block leaves out are hidden
+    from all its queries."""
     T, S = q.shape[-2], k.shape[-2]
     out = []
     for a in range(0, T, QUERY_BLOCK):
-        rows = mask[..., a:a + QUERY_BLOCK, :]
-        shown = rows.reshape(-1, S).any(0).nonzero()
-        n = int(shown[-1]) + 1 if len(shown) else S
+        block = q_pos[..., a:a + QUERY_BLOCK]
+        n = int((k_pos <= block.max()).reshape(-1, S).any(0).nonzero().max()) + 1  # a query sees its own key
         out.append(F.scaled_dot_product_attention(q[..., a:a + QUERY_BLOCK, :], k[..., :n, :], v[..., :n, :],
-                                                  attn_mask=rows[..., :n], scale=scale, enable_gqa=gqa))
+                                                  attn_mask=causal_mask(block, k_pos[..., :n]), scale=scale,
+                                                  enable_gqa=gqa))
     return torch.cat(out, dim=-2)
 
 
@@ -378,10 +380,10 @@ class Attention(nn.Module):
         q, k = pe.fold(q, k, ctx, scale)  # ALiBi: its bias as one more dimension of q and k
         if k.shape[-1] != hs:
             v = F.pad(v.to(k.dtype), (0, k.shape[-1] - hs))  # SDPA wants one head size; the pad is cut below
-        mask = None if T == S else causal_mask(ctx.q_pos, ctx.k_pos)  # queries are the last T
-        if mask is not None and T > QUERY_BLOCK and q.device.type == "cpu":
-            y = attention_in_query_blocks(q, k, v, mask, scale, gqa)
+        if T != S and T > QUERY_BLOCK and q.device.type == "cpu":
+            y = attention_in_query_blocks(q, k, v, ctx.q_pos, ctx.k_pos, scale, gqa)
         else:
+            mask = None if T == S else causal_mask(ctx.q_pos, ctx.k_pos)  # queries are the last T
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, dropout_p=dropout,
                                                scale=scale, enable_gqa=gqa)
         return y[..., :hs].to(dtype)

@@ -120,7 +120,8 @@ class Prompts:
 class TrialLog:
     """The finished trials of rows not yet finished, one JSON line each in --out/TRIALS, so that a killed
     evaluation of long prompts (a 32,768-token cell of SmolLM2 is hours on a CPU) resumes trial by trial. Without
-    --resume the file starts empty; once every row is written it is deleted."""
+    --resume the file starts empty. A row's trials leave it once the row is written; the trials of rows another
+    evaluation left unfinished (another run's, written to the same --out) stay, and the file goes when none is left."""
 
     def __init__(self, path, resume: bool):
         self.path = path
@@ -149,11 +150,21 @@ class TrialLog:
         self.done.setdefault((row, tuple(keys)), {})[i] = trial, seconds
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a") as f:
-            f.write(json.dumps({"row": list(row), "keys": keys, "trial": i, "generated": trial[0],
-                                "teacher": trial[1], "seconds": round(seconds, 2)}) + "\n")
+            f.write(self.line(row, keys, i, trial, seconds))
 
-    def close(self) -> None:
-        self.path.unlink(missing_ok=True)
+    @staticmethod
+    def line(row: tuple, keys, i: int, trial: tuple, seconds: float) -> str:
+        return json.dumps({"row": list(row), "keys": list(keys), "trial": i, "generated": trial[0],
+                           "teacher": trial[1], "seconds": round(seconds, 2)}) + "\n"
+
+    def close(self, written: set[tuple]) -> None:
+        """Keep only the trials of rows not among the `written` row keys; no file when none is left."""
+        left = {(row, keys): trials for (row, keys), trials in self.done.items() if row not in written}
+        if not left:
+            self.path.unlink(missing_ok=True)
+            return
+        self.path.write_text("".join(self.line(row, keys, i, trial, seconds) for (row, keys), trials in left.items()
+                                     for i, (trial, seconds) in sorted(trials.items())))
 
 
 def predictions(model, prompts: Prompts, length: int, depths: list[float], device,
@@ -309,7 +320,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             lengths = (parse_lengths(args.lengths) if args.lengths is not None else
                        sorted({round(m * run.train_length) for m in parse_multiples(args.multiples)}))
             measure_run(run, methods, lengths, depths, args.seed, args.trials, device, previous, measured, log, context)
-        log.close()  # every row is written
+        log.close({row_key(r) for r in rows})
 
     rows = evaluate(args.out, "eval.passkey", work, lambda rows: write_report(rows, args.out))
     print(markdown(rows))

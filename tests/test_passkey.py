@@ -13,6 +13,7 @@ from checkpoint import load_model, load_tokenizer
 from generate import generate_tokens
 from eval import passkey
 from eval.passkey import Prompts
+from render.passkey import row_key
 from model.attention import KVCache
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,6 +156,25 @@ def test_a_killed_evaluation_resumes_trial_by_trial(tiny_run, tmp_path, monkeypa
     assert sorted(({k: v for k, v in r.items() if k not in drop} for r in resumed), key=lambda r: r["depth"]) == \
         sorted(({k: v for k, v in r.items() if k not in drop} for r in whole), key=lambda r: r["depth"])
     assert not (out / passkey.TRIALS).exists()
+
+
+def test_the_trials_of_another_runs_unfinished_row_outlive_an_evaluation_that_finishes_its_own(tiny_run, tmp_path):
+    """Two runs evaluated one after the other into one --out share its trial log: the first run's evaluation
+    writes all its rows, and the second run's trials, kept for its resume, are still there; a trial of a row
+    already written goes."""
+    out = tmp_path / "out"
+    out.mkdir()
+    other = passkey.TrialLog(out / passkey.TRIALS, resume=True)
+    other.add(("another-run", 1, "none", 256, 0.0), ["123"], 0, ([1, 2], [1, 2]), 3.0)
+    foreign = (out / passkey.TRIALS).read_text()
+    common = [str(tiny_run), "--lengths", "256", "--depths", "0", "--trials", "2", "--scaling", "none",
+              "--device", "cpu", "--out", str(out), "--resume"]
+    rows = passkey.main(common)
+    assert (out / passkey.TRIALS).read_text() == foreign
+    stale = passkey.TrialLog(out / passkey.TRIALS, resume=True)  # a trial of the row just written, left by a kill
+    stale.add(row_key(rows[0]), ["456"], 0, ([1], [1]), 1.0)
+    assert passkey.main(common) == rows  # nothing measured again
+    assert (out / passkey.TRIALS).read_text() == foreign
 
 
 @pytest.mark.parametrize("method", ["self-extend", "{type: sinks, sinks: 4, window: 32}"])

@@ -119,7 +119,8 @@ def same_tokens(folder: Path) -> str:
         f"{r.seconds[(BASE, 'none', x4)] / 60:.0f} minutes here, and a length is 60 trials): `make gpu-smollm2-eval` "
         "measures it on a GPU, for the YaRN fine-tunes there (the PoSE recipe of this page and full windows) against "
         "training-free YaRN (reports/bench/README.md, \"On a GPU: the pieces\"); `make smollm2-passkey-long` on the "
-        "CPU, for this page's YaRN fine-tune, in as many sittings as it takes (it resumes trial by trial)."
+        "CPU, for this page's YaRN fine-tune, in as many sittings as it takes (it resumes trial by trial from "
+        "[passkey-trials.jsonl](passkey-trials.jsonl), committed beside the rows)."
         if not map_done else "")]
 
     if yarn:

@@ -158,18 +158,17 @@ class TaskEvaluator:
 
 
 def training_rows(runs: list[Run]) -> list[dict]:
-    """{task, run, seed, step, accuracy} for every validation answer accuracy in the metrics.jsonl of
-    the runs trained from scratch (fine-tunes count their own steps)."""
+    """{task, run, seed, step, accuracy} for every validation answer accuracy in the metrics.jsonl of the runs;
+    a continued run's rows (its own steps: a fine-tune, DroPE's recalibration) are marked continued."""
     out = []
     for run in runs:
-        if run.continued:
-            continue
+        mark = {"continued": True} if run.continued else {}
         for row in read_metrics(run.path):
             clock = {k: row[k] for k in ("wall_s", "threads") if k in row}  # runs trained since train.py logs them
             for key, value in row.items():
                 if key.startswith("val_acc_"):
                     out.append({"task": key.removeprefix("val_acc_"), "run": run.name, "seed": run.seed,
-                                "step": row["step"], "accuracy": value, **clock})
+                                "step": row["step"], "accuracy": value, **clock, **mark})
     return out
 
 

@@ -154,9 +154,12 @@ def markdown(rows: list[dict]) -> str:
 
 
 def training_curves(training: list[dict]) -> dict[str, dict[str, dict[int, list[float]]]]:
-    """{task: {run: {step: [accuracy per seed]}}} from training_rows."""
+    """{task: {run: {step: [accuracy per seed]}}} from training_rows, runs trained from scratch only (a continued
+    run counts its own steps)."""
     out: dict[str, dict[str, dict[int, list[float]]]] = {}
     for r in training:
+        if r.get("continued"):
+            continue
         out.setdefault(r["task"], {}).setdefault(r["run"], {}).setdefault(r["step"], []).append(r["accuracy"])
     return out
 

@@ -325,6 +325,11 @@ def test_eval_tasks_rows_by_length_band_and_scaling(task_runs, tmp_path):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
     curves = json.loads((tmp_path / "training.json").read_text())  # each reading with the clock train.py logged then
     assert curves and all(r["wall_s"] > 0 and r["threads"] >= 1 for r in curves)
+    # a continued run's curve counts its own steps: kept and marked, and left out of training.png's step axis
+    assert {r["run"] for r in curves if r.get("continued")} == {"rope-yarn", "rope-continued"}
+    assert {r["run"] for r in curves if not r.get("continued")} == {"rope", "learned"}
+    from render.tasks import training_curves
+    assert {run for runs in training_curves(curves).values() for run in runs} == {"rope", "learned"}
 
 
 def test_long_sequences_are_scored_in_batches_bounded_by_their_score_matrices(task_runs, monkeypatch):

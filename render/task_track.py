@@ -1353,6 +1353,30 @@ def drope_sides(t: Track, seeds: list[int]) -> tuple[list[str], list[str], list[
             [f"`{task}`" for task, v in sides.items() if v not in ({1}, {-1})])
 
 
+def against_own_base(reports: Path, t: Track, seeds: list[int]) -> str:
+    """DroPE against training-free YaRN on the very RoPE run it continued, where that run's rows are committed
+    (reproduction/rope-seedN): the tasks on which it is above or below at 16x L, 95% intervals over sequences apart."""
+    x16, label, yarn = 16 * t.L, label_of(t, "drope"), SCALED["yarn"]
+    said = []
+    for s in seeds:
+        path = reports / "tasks" / "reproduction" / f"rope-seed{s}" / "results.json.gz"
+        if not path.exists():
+            continue
+        base = pooled(previous_rows(path, "eval.tasks", "accuracy"))
+        sides = {}
+        for task in TASKS:
+            n = sum(r["samples"] for r in t.rows if (r["run"], r["seed"], r["task"], r["length"]) == ("drope", s, task, x16))
+            (lo_d, hi_d), (lo_y, hi_y) = (interval(t.pooled[("drope", s, task, label, x16)], n),
+                                          interval(base[("rope", s, task, yarn, x16)], n))
+            sides[task] = "above" if lo_d > hi_y else "below" if hi_d < lo_y else "level"
+        parts = [f"{side} on {listed([f'`{k}`' for k, v in sides.items() if v == side])}"
+                 for side in ("above", "below", "level") if side in sides.values()]
+        said.append(f"Against training-free YaRN on the very run it continued (seed {s}; YaRN there at 16x L: "
+                    + ", ".join(f"`{k}` {pct(base[('rope', s, k, yarn, x16)])}%" for k in TASKS)
+                    + f"), DroPE is {listed(parts)}.")
+    return " ".join(said)
+
+
 def drope_unlearned(t: Track, seeds: list[int]) -> list[str]:
     """The tasks DroPE's recalibration leaves below 90% at L in at least one of `seeds` (named `task`)."""
     seeds = [s for s in seeds if ("drope", s, TASKS[0], label_of(t, "drope"), 16 * t.L) in t.pooled]
@@ -1407,6 +1431,7 @@ def drope_against_yarn(reports: Path, t: Track, seeds: list[int]) -> str:
         "Each DroPE run continues its seed's RoPE run trained again for it (run folders are not committed): the same "
         "recipe and seed as the RoPE rows it is compared with, not the same weights (\"Not the same run on another "
         "machine\" below).",
+        against_own_base(reports, t, seeds),
         f"Its recalibration is {number(cfg.train.max_steps)} steps of {cfg.train.batch_size} x {cfg.model.max_seq_len} "
         f"tokens ({number(tokens)} tokens, {100 * tokens / base_tokens:.1f}% of the RoPE run's {number(base_tokens)}), at "
         "L, added to its budget;",

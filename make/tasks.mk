@@ -19,6 +19,15 @@ TASK_ADDED_ENCODINGS := kerple fire sinusoidal learned fox
 TASK_ADDED := $(TASK_ADDED_ENCODINGS) rope-half p-rope rnope-swa rope-pose rope-randomized alibi-randomized drope
 extrapolation-tasks-added:  ## every other method on the track, into its report's rows (SEED_NUMBERS="11 12 13")
 	$(MAKE) extrapolation-tasks TASK_ENCODINGS="$(TASK_ADDED_ENCODINGS)" TASK_RUNS="$(TASK_ADDED)" RESUME=1
+	$(MAKE) $(foreach s,$(SEED_NUMBERS),task-drope-base/$(s)) STUDY=runs/tasks STUDY_CONFIG=configs/tasks.yaml
+
+# The RoPE run a DroPE run continues is trained again for it (run folders are not committed), so it is not the
+# committed RoPE run of its seed (reports/tasks/README.md, "Runs trained again"): its rows and training log go to
+# reports/tasks/reproduction/rope-seedSEED, where the DroPE paragraph compares DroPE with YaRN on that very run.
+task-drope-base/%: run/%/rope  ## task-drope-base/SEED: the RoPE run DroPE continues, evaluated into reports/tasks/reproduction
+	$(RUN_PY) -m eval.tasks $(STUDY)/seed$*/rope --scaling $(TASK_SCALINGS) --fixed-factors '' \
+		--out reports/tasks/reproduction/rope-seed$* --resume
+	cp $(STUDY)/seed$*/rope/metrics.jsonl reports/tasks/reproduction/rope-seed$*/
 
 # Each static scaling at s = length / L and dynamic NTK; dynamic-yarn and llama3 stay in the text study.
 # Each run is evaluated as soon as it is trained (task-eval/SEED/NAME, into $(STUDY)/eval/seedSEED/NAME), on

@@ -324,7 +324,8 @@ def test_eval_tasks_rows_by_length_band_and_scaling(task_runs, tmp_path):
     for name in ("accuracy_vs_length.png", "accuracy_vs_distance.png", "training.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
     curves = json.loads((tmp_path / "training.json").read_text())  # each reading with the clock train.py logged then
-    assert curves and all(r["wall_s"] > 0 and r["threads"] >= 1 for r in curves)
+    # wall_s is logged to 0.1 s: an early reading of a short run may round to 0 on a fast machine
+    assert curves and all(r["wall_s"] >= 0 and r["threads"] >= 1 for r in curves) and max(r["wall_s"] for r in curves) > 0
     # a continued run's curve counts its own steps: kept and marked, and left out of training.png's step axis
     assert {r["run"] for r in curves if r.get("continued")} == {"rope-yarn", "rope-continued"}
     assert {r["run"] for r in curves if not r.get("continued")} == {"rope", "learned"}

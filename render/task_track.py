@@ -1475,7 +1475,7 @@ def readme_summary(reports: Path) -> str:
               "which key holds which)."),
         claim(min(yarn) >= 0.5 > unscaled,
               f"Over these {WORDS[len(seeds)]} seeds, at 16x L training-free YaRN keeps RoPE at {pct(min(yarn))}% or "
-              f"more on every task (seed 11's run trained again on another machine: `copy` {pct(again_copy)}%, "
+              f"more on every task (seed 11 trained again: `copy` {pct(again_copy)}%, "
               "[why](reports/tasks/README.md#runs-trained-again)), where unscaled RoPE falls to "
               f"{pct(unscaled)}% or less on `copy`, `recall` and `passkey`;"),
         f"ALiBi keeps `copy` at {pct_span(copy['alibi'])}, NoPE at {pct_span(copy['nope'])}, T5 at {pct_span(t5_rest)} "
@@ -1503,10 +1503,9 @@ def added_sentence(t: Track) -> str:
     drope = ""
     if "drope" in present:
         above, below, _ = drope_sides(t, seeds)
-        drope = (f"; DroPE against training-free YaRN at 16x, intervals apart in every seed: above on "
+        drope = (f"; DroPE against training-free YaRN at 16x (intervals apart in every seed): above on "
                  f"{listed(above) if above else 'no task'}, below on {listed(below) if below else 'no task'}"
-                 + (", each left below 90% at L by its recalibration" if below and set(below) <= set(drope_unlearned(t, seeds))
-                    else ""))
+                 + (", not relearned at L" if below and set(below) <= set(drope_unlearned(t, seeds)) else ""))
     every = " in every seed" if len(seeds) > 1 else ""
     so_far = f"{len(present)} of the {len(ADDED)} so far, " if len(present) < len(ADDED) else ""
     return (f"[Every other method](reports/tasks/README.md#every-method-on-the-track) ({so_far}{seeds_named(seeds)}): "

@@ -1399,7 +1399,8 @@ def recalibration_curve(t: Track, seeds: list[int], tasks: list[str]) -> str:
     if len(steps) < 2:
         return ""
     rising = all(list(c.values())[-1] > list(c.values())[-2] for c in curves.values())
-    return (f"Its validation accuracy at L {'was still rising on each of them when the recalibration stopped' if rising else 'during the recalibration'} "
+    when = "was still rising on each of them when the recalibration stopped" if rising else "during the recalibration"
+    return (f"Its validation accuracy at L {when} "
             f"({'the mean over ' if len(seeds) > 1 else ''}{seeds_named(seeds)}, at steps "
             f"{listed([number(s) for s in steps])}): "
             + "; ".join(f"{task} {listed([pct(a) + '%' for a in c.values()])}" for task, c in curves.items()) + ".")

@@ -1340,7 +1340,7 @@ def drope_sides(t: Track, seeds: list[int]) -> tuple[list[str], list[str], list[
     """The tasks on which DroPE is above training-free YaRN at 16x L in every seed (95% intervals over sequences
     apart), below it, and the rest."""
     x16, label = 16 * t.L, label_of(t, "drope")
-    seeds = [s for s in seeds if ("drope", s, TASKS[0], label, x16) in t.pooled]
+    seeds = drope_seeds(t, seeds)
 
     def side(task, s):
         """1: DroPE above YaRN, -1: below, 0: their intervals overlap."""
@@ -1379,8 +1379,13 @@ def against_own_base(reports: Path, t: Track, seeds: list[int]) -> str:
 
 def drope_unlearned(t: Track, seeds: list[int]) -> list[str]:
     """The tasks DroPE's recalibration leaves below 90% at L in at least one of `seeds` (named `task`)."""
-    seeds = [s for s in seeds if ("drope", s, TASKS[0], label_of(t, "drope"), 16 * t.L) in t.pooled]
-    return [f"`{task}`" for task in TASKS if any(not t.learned.get(("drope", s, task), False) for s in seeds)]
+    return [f"`{task}`" for task in TASKS if any(not t.learned.get(("drope", s, task), False)
+                                                 for s in drope_seeds(t, seeds))]
+
+
+def drope_seeds(t: Track, seeds: list[int]) -> list[int]:
+    """Those of `seeds` with a DroPE run measured at 16x L."""
+    return [s for s in seeds if ("drope", s, TASKS[0], label_of(t, "drope"), 16 * t.L) in t.pooled]
 
 
 def recalibration_curve(t: Track, seeds: list[int], tasks: list[str]) -> str:
@@ -1410,7 +1415,7 @@ def drope_against_yarn(reports: Path, t: Track, seeds: list[int]) -> str:
     """DroPE's claim (arXiv 2512.12167, abstract: past the training context it far outperforms RoPE's scalings) put
     to the track: DroPE against training-free YaRN on the same seeds' RoPE runs at 16x L, told apart only where the
     95% intervals over sequences do not overlap; and what its recalibration cost."""
-    seeds = [s for s in seeds if ("drope", s, TASKS[0], label_of(t, "drope"), 16 * t.L) in t.pooled]
+    seeds = drope_seeds(t, seeds)
     above, below, rest = drope_sides(t, seeds)
     short = drope_unlearned(t, seeds)
     study = (reports.parent / "make" / "study.mk").read_text()

@@ -21,11 +21,12 @@ method of --scaling with s = max(1, length / L) (s = 1 is plain RoPE: that row r
 names it in same_as); a fine-tuned run its own. --context-method applies a training-free context method to every
 cell, as in eval.extrapolation (--scaling then defaults to none). Writes passkey.json (one row per model, scaling,
 length and depth, written as each is measured; --resume measures only the missing ones, and of a row a kill cut
-short only the trials not yet in passkey-trials.jsonl), passkey.md and passkey.png (a heat map per model and scaling,
-accuracy averaged over seeds).
+short only the trials not yet in passkey-trials.jsonl from the same weights), passkey.md and passkey.png (a heat map
+per model and scaling, accuracy averaged over seeds).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import statistics
@@ -37,7 +38,7 @@ from tqdm import tqdm
 
 from checkpoint import load_model, load_tokenizer
 from config import ContextConfig, UserError
-from device import autocast, pick_device
+from device import autocast, autocast_dtype, pick_device
 from eval.harness import (CONTEXT_HELP, Run, check_applicable, context_settings, evaluate, evaluator_parser, parse_lengths,
                           parse_multiples, parse_scalings, read_runs, scalings_option)
 from eval.probe import key_words, model_variants
@@ -117,53 +118,68 @@ class Prompts:
         return fact + self.filler_tokens(at + after)[at:] + self.question, answer
 
 
+def model_identity(model, device) -> str:
+    """What a trial is measured on: a digest of the model's weights and the precision of its products. A trial log
+    outlives the machine it was written on (reports/smollm2 commits one), so a fine-tune trained again that came
+    out different, or the same weights run in bf16 on a GPU, must not finish another model's rows."""
+    digest = hashlib.sha256()
+    for name, p in model.named_parameters():
+        digest.update(name.encode())
+        digest.update(p.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+    precision = autocast_dtype(device) or next(model.parameters()).dtype
+    return f"sha256:{digest.hexdigest()[:16]} {str(precision).removeprefix('torch.')}"
+
+
 class TrialLog:
     """The finished trials of rows not yet finished, one JSON line each in --out/TRIALS, so that a killed
-    evaluation of long prompts (a 32,768-token cell of SmolLM2 is hours on a CPU) resumes trial by trial. Without
-    --resume the file starts empty. A row's trials leave it once the row is written; the trials of rows another
-    evaluation left unfinished (another run's, written to the same --out) stay, and the file goes when none is left."""
+    evaluation of long prompts (a 32,768-token cell of SmolLM2 is hours on a CPU) resumes trial by trial. A trial
+    counts for a row only under the same keys and the same model (model_identity). Without --resume the file starts
+    empty. A row's trials leave it once the row is written; the trials of rows another evaluation left unfinished
+    (another run's, written to the same --out) stay, and the file goes when none is left."""
 
     def __init__(self, path, resume: bool):
         self.path = path
-        # (row_key, the keys of its trials) -> {trial: ((generated, teacher), seconds)}: the keys fix a row's prompts
+        # (row_key, the keys of its trials, model_identity) -> {trial: ((generated, teacher), seconds)}: the keys fix
+        # a row's prompts
         self.done: dict[tuple, dict[int, tuple]] = {}
         if resume and path.exists():
             for line in path.read_text().splitlines():
                 try:
                     r = json.loads(line)
                     trial = (r["generated"], r["teacher"]), float(r["seconds"])
-                    self.done.setdefault((tuple(r["row"]), tuple(r["keys"])), {})[r["trial"]] = trial
+                    self.done.setdefault((tuple(r["row"]), tuple(r["keys"]), r["model"]), {})[r["trial"]] = trial
                 except (ValueError, KeyError, TypeError):
                     continue  # a line cut by a kill
         else:
             path.unlink(missing_ok=True)
 
-    def finished(self, row: tuple, keys: list[str]) -> dict[int, tuple]:
-        """Trial -> (generated, teacher) of the trials of `row` logged under the same keys."""
-        return {i: trial for i, (trial, _) in self.done.get((row, tuple(keys)), {}).items()}
+    def finished(self, row: tuple, keys: list[str], model: str) -> dict[int, tuple]:
+        """Trial -> (generated, teacher) of the trials of `row` logged under the same keys and model."""
+        return {i: trial for i, (trial, _) in self.done.get((row, tuple(keys), model), {}).items()}
 
-    def seconds(self, row: tuple, keys: list[str]) -> float:
+    def seconds(self, row: tuple, keys: list[str], model: str) -> float:
         """What the logged trials of `row` took when they were measured."""
-        return sum(seconds for _, seconds in self.done.get((row, tuple(keys)), {}).values())
+        return sum(seconds for _, seconds in self.done.get((row, tuple(keys), model), {}).values())
 
-    def add(self, row: tuple, keys: list[str], i: int, trial: tuple, seconds: float) -> None:
-        self.done.setdefault((row, tuple(keys)), {})[i] = trial, seconds
+    def add(self, row: tuple, keys: list[str], model: str, i: int, trial: tuple, seconds: float) -> None:
+        self.done.setdefault((row, tuple(keys), model), {})[i] = trial, seconds
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a") as f:
-            f.write(self.line(row, keys, i, trial, seconds))
+            f.write(self.line((row, tuple(keys), model), i, trial, seconds))
 
     @staticmethod
-    def line(row: tuple, keys, i: int, trial: tuple, seconds: float) -> str:
-        return json.dumps({"row": list(row), "keys": list(keys), "trial": i, "generated": trial[0],
+    def line(key: tuple, i: int, trial: tuple, seconds: float) -> str:
+        row, keys, model = key
+        return json.dumps({"row": list(row), "keys": list(keys), "model": model, "trial": i, "generated": trial[0],
                            "teacher": trial[1], "seconds": round(seconds, 2)}) + "\n"
 
     def close(self, written: set[tuple]) -> None:
         """Keep only the trials of rows not among the `written` row keys; no file when none is left."""
-        left = {(row, keys): trials for (row, keys), trials in self.done.items() if row not in written}
+        left = {key: trials for key, trials in self.done.items() if key[0] not in written}
         if not left:
             self.path.unlink(missing_ok=True)
             return
-        self.path.write_text("".join(self.line(row, keys, i, trial, seconds) for (row, keys), trials in left.items()
+        self.path.write_text("".join(self.line(key, i, trial, seconds) for key, trials in left.items()
                                      for i, (trial, seconds) in sorted(trials.items())))
 
 
@@ -217,6 +233,7 @@ def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[f
     base = {"run": run.name, "seed": run.seed, "position": run.position, "train_length": run.train_length,
             "keys": prompts.kind}
     measured: dict[tuple, dict[float, dict]] = {}  # (model, length) -> {depth: the numbers of a measured row}
+    identity = ""  # model_identity, once a model is loaded
     done = {row_key(r) for r in previous}
     for r in previous:
         if (r["run"], r["seed"]) != (run.name, run.seed) or "seconds" not in r:
@@ -246,20 +263,24 @@ def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[f
                     for r in rows.values():
                         on_row({**r, "note": f"{run.position} positions stop at {limit - 1}"})
                     continue
-                clock = [time.perf_counter()]  # when the last trial ended
+                identity = identity or model_identity(model, device)  # the weights do not change with the scaling
+                clock = [0.0]  # when the last trial ended
 
                 def on_trial(d, i, trial):
                     now = time.perf_counter()
-                    log.add(row_key(rows[d]), prompts.keys, i, trial, now - clock[0])
+                    log.add(row_key(rows[d]), prompts.keys, identity, i, trial, now - clock[0])
                     clock[0] = now
-                finished = {d: log.finished(row_key(rows[d]), prompts.keys) for d in missing}
-                for d, trials in predictions(model, prompts, length, missing, device, finished.get, on_trial):
+
+                def finished(d):  # asked as depth d's trials begin, after the prefill: a trial's seconds are its own
+                    clock[0] = time.perf_counter()
+                    return log.finished(row_key(rows[d]), prompts.keys, identity)
+                for d, trials in predictions(model, prompts, length, missing, device, finished, on_trial):
                     hits = sum(key in prompts.decode(generated) for key, (generated, _) in zip(prompts.keys, trials))
                     shares = [statistics.fmean(p == a for p, a in zip(teacher, answer))
                               for (_, teacher), answer in zip(trials, prompts.answers)]
                     known[d] = {"scaling": label, "value": round(hits / len(trials), 4), "hits": hits,
                                 "trials": len(trials), "key_tokens": round(statistics.fmean(shares), 4),
-                                "seconds": round(log.seconds(row_key(rows[d]), prompts.keys), 2),
+                                "seconds": round(log.seconds(row_key(rows[d]), prompts.keys, identity), 2),
                                 "context": context_settings(model, context)}
                     emit(rows[d], known)
             for d, r in rows.items():

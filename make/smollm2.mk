@@ -90,6 +90,8 @@ smollm2-extend-%: smollm2  ## smollm2-extend-VARIANT: one of them (yarn, pi, con
 # the YaRN fine-tune, SMOLLM2_TRIALS keys a cell at SMOLLM2_DEPTHS. Many hours on 2 cores (a 32,768-token prompt is
 # minutes); eval.passkey keeps each finished trial in reports/smollm2/passkey-trials.jsonl, so every call goes on
 # where the last stopped. That log is committed with the rows: the map takes more sittings than one machine lives.
+# Each trial names a digest of the weights it was measured on: the fine-tune, trained again on a new machine,
+# counts the trials logged before only if it came out bit for bit the same.
 SMOLLM2_PASSKEY_LONG ?= 8192,16384,32768
 
 smollm2-passkey-long: $(SMOLLM2_RUN)/config.yaml smollm2-extend-yarn  ## the passkey map to 32k on the CPU: training-free YaRN against the YaRN fine-tune (hours; resumes trial by trial)

@@ -139,7 +139,7 @@ def test_a_killed_evaluation_resumes_trial_by_trial(tiny_run, tmp_path, monkeypa
 
     def add_then_kill(self, *args):
         add(self, *args)
-        added.append(args[2])
+        added.append(args[3])
         if len(added) == 4:  # the deepest key's row (depth 1) finished and one trial of depth 0
             raise KeyboardInterrupt
     monkeypatch.setattr(passkey.TrialLog, "add", add_then_kill)
@@ -149,13 +149,32 @@ def test_a_killed_evaluation_resumes_trial_by_trial(tiny_run, tmp_path, monkeypa
     assert [r["depth"] for r in json.loads((out / "passkey.json").read_text())] == [1.0]
     assert len((out / passkey.TRIALS).read_text().splitlines()) == 4
     added.clear()
-    monkeypatch.setattr(passkey.TrialLog, "add", lambda self, *args: (add(self, *args), added.append(args[2])))
+    monkeypatch.setattr(passkey.TrialLog, "add", lambda self, *args: (add(self, *args), added.append(args[3])))
     resumed = passkey.main([*common, "--out", str(out), "--resume"])
     assert added == [1, 2]  # depth 0's trials after the one kept
     drop = ("seconds",)
     assert sorted(({k: v for k, v in r.items() if k not in drop} for r in resumed), key=lambda r: r["depth"]) == \
         sorted(({k: v for k, v in r.items() if k not in drop} for r in whole), key=lambda r: r["depth"])
     assert not (out / passkey.TRIALS).exists()
+
+
+def test_trials_logged_from_other_weights_are_measured_again(tiny_run, tmp_path, monkeypatch):
+    """The log outlives a machine: a trial of the same row and keys logged from weights that differ (a fine-tune
+    trained again) is not counted, and the trials logged name the model they were measured on."""
+    common = [str(tiny_run), "--lengths", "256", "--depths", "0", "--trials", "2", "--scaling", "none",
+              "--device", "cpu", "--out", str(tmp_path), "--resume"]
+    whole = passkey.main(common)
+    (tmp_path / "passkey.json").unlink()
+    log = passkey.TrialLog(tmp_path / passkey.TRIALS, resume=True)
+    prompts = passkey.Prompts(load_tokenizer(tiny_run), 0, 2)
+    for i, answer in enumerate(prompts.answers):  # the row's trials, as another model answered them: every key found
+        log.add(row_key(whole[0]), prompts.keys, "sha256:0 float32", i, (answer, answer), 1.0)
+    add, added = passkey.TrialLog.add, []
+    monkeypatch.setattr(passkey.TrialLog, "add", lambda self, *args: (add(self, *args), added.append(args[2])))
+    again = passkey.main(common)
+    assert [r["hits"] for r in again] == [r["hits"] for r in whole]
+    identity = passkey.model_identity(load_model(tiny_run), torch.device("cpu"))
+    assert added == [identity, identity] and identity.endswith(" float32")
 
 
 def test_the_trials_of_another_runs_unfinished_row_outlive_an_evaluation_that_finishes_its_own(tiny_run, tmp_path):
@@ -165,14 +184,14 @@ def test_the_trials_of_another_runs_unfinished_row_outlive_an_evaluation_that_fi
     out = tmp_path / "out"
     out.mkdir()
     other = passkey.TrialLog(out / passkey.TRIALS, resume=True)
-    other.add(("another-run", 1, "none", 256, 0.0), ["123"], 0, ([1, 2], [1, 2]), 3.0)
+    other.add(("another-run", 1, "none", 256, 0.0), ["123"], "sha256:0 float32", 0, ([1, 2], [1, 2]), 3.0)
     foreign = (out / passkey.TRIALS).read_text()
     common = [str(tiny_run), "--lengths", "256", "--depths", "0", "--trials", "2", "--scaling", "none",
               "--device", "cpu", "--out", str(out), "--resume"]
     rows = passkey.main(common)
     assert (out / passkey.TRIALS).read_text() == foreign
     stale = passkey.TrialLog(out / passkey.TRIALS, resume=True)  # a trial of the row just written, left by a kill
-    stale.add(row_key(rows[0]), ["456"], 0, ([1], [1]), 1.0)
+    stale.add(row_key(rows[0]), ["456"], "sha256:0 float32", 0, ([1], [1]), 1.0)
     assert passkey.main(common) == rows  # nothing measured again
     assert (out / passkey.TRIALS).read_text() == foreign
 

@@ -1331,6 +1331,16 @@ def every_method(reports: Path) -> str:
         f"Kept `copy`, `recall` and `passkey` at 50% or more at 16x L on "
         f"{'every seed' if len(seeds) > 1 else seeds_named(seeds)}: {named(kept)}.")
     parts = [intro, "\n".join(lines), said]
+    unlearned = [SHORT[r] for r in present if r.endswith("-randomized")
+                 and not all(t.learned.get((r, s, task), False) for task in TASKS for s in seeds)]
+    if unlearned:  # make/study.mk's RANDOMIZED: positions over [0, 16L), every length the track measures
+        parts.append(paragraph(
+            f"{listed(unlearned)} {'is' if len(unlearned) == 1 else 'are'} trained on positions drawn at random from "
+            f"[0, {number(x16)}) and sorted, so neighbouring tokens sit about {x16 // t.L} positions apart, while "
+            "validation and every evaluation here give contiguous positions, which such a run is hardly ever shown: "
+            "at L it reads neighbours one position apart, a spacing it rarely met. The text study found the same of "
+            "its randomized runs (training loss on their own positions close to RoPE's, validation on contiguous "
+            "positions far behind: [Training positions](../extrapolation/README.md#training-positions-three-seeds))."))
     if "drope" in present:
         parts.append(drope_against_yarn(reports, t, seeds))
     return "\n\n".join(parts)

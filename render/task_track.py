@@ -1340,7 +1340,11 @@ def every_method(reports: Path) -> str:
             "validation and every evaluation here give contiguous positions, which such a run is hardly ever shown: "
             "at L it reads neighbours one position apart, a spacing it rarely met. The text study found the same of "
             "its randomized runs (training loss on their own positions close to RoPE's, validation on contiguous "
-            "positions far behind: [Training positions](../extrapolation/README.md#training-positions-three-seeds))."))
+            "positions far behind: [Training positions](../extrapolation/README.md#training-positions-three-seeds)). "
+            "The paper's own code draws the positions anew in every forward pass, evaluation included "
+            "(google-deepmind/randomized_positional_encodings: models/transformer.py draws them in the forward pass, "
+            "experiments/range_evaluation.py passes a new random key for each test batch); this track does not: "
+            "each run is evaluated on the positions 0, 1, 2, ... of its tokens."))
     if "drope" in present:
         parts.append(drope_against_yarn(reports, t, seeds))
     return "\n\n".join(parts)

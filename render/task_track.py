@@ -1331,8 +1331,7 @@ def every_method(reports: Path) -> str:
         f"Kept `copy`, `recall` and `passkey` at 50% or more at 16x L on "
         f"{'every seed' if len(seeds) > 1 else seeds_named(seeds)}: {named(kept)}.")
     parts = [intro, "\n".join(lines), said]
-    unlearned = [SHORT[r] for r in present if r.endswith("-randomized")
-                 and not all(t.learned.get((r, s, task), False) for task in TASKS for s in seeds)]
+    unlearned = [SHORT[r] for r in present if r.endswith("-randomized") and ADDED[r] not in learned_all]
     if unlearned:  # make/study.mk's RANDOMIZED: positions over [0, 16L), every length the track measures
         parts.append(paragraph(
             f"{listed(unlearned)} {'is' if len(unlearned) == 1 else 'are'} trained on positions drawn at random from "

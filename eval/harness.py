@@ -101,6 +101,7 @@ class Run:
     retokenize: bool = False  # encode `data` with the model's own tokenizer (not the data's cached shards)
     scalings: tuple[str, ...] = tuple(SCALINGS)  # the RoPE scaling methods it can be loaded with
     base_length: int | None = None  # continued without a scaling (a control): its base run's L, where that run is here
+    randomized_below: int | None = None  # trained on randomized positions (train.positions): drawn below this
 
 
 @dataclass
@@ -152,8 +153,10 @@ def read_run(path: Path, name: str, tasks: bool = False, data: str | None = None
             base_length = model_config(Path(train["init_from"])).max_seq_len
         except UserError:
             pass  # the base run is gone
+    positions = train.get("positions") or {}
+    randomized_below = positions.get("max_position") if positions.get("type") == "randomized" else None
     return Run(path, name, int(run.get("seed", 0)), model.position.type, int(L), scaling,
-               bool(train.get("init_from")), own, retokenize, scalings_taken(path), base_length)
+               bool(train.get("init_from")), own, retokenize, scalings_taken(path), base_length, randomized_below)
 
 
 def text_shards(run: Run, progress: bool = True) -> Path:
@@ -231,10 +234,13 @@ def plan_scalings(run: Run, methods: list[str], lengths: list[int], fixed_factor
 
 
 @torch.inference_mode()
-def logits_in_parts(model, x: torch.Tensor, decode_from: int | None, chunk: int):
+def logits_in_parts(model, x: torch.Tensor, decode_from: int | None, chunk: int, positions: torch.Tensor | None = None):
     """Yield (a, b, logits of x[:, a:b]) over inputs x (B, n): one forward pass, or, with `decode_from`,
     a prefill of that many tokens and then decoding through the KV cache `chunk` tokens at a time, as
-    generation runs one at a time (a dynamic scaling gives each token the frequencies of its own length)."""
+    generation runs one at a time (a dynamic scaling gives each token the frequencies of its own length).
+    `positions` (B, n), in one forward pass only: each sequence's own (default 0, 1, ...)."""
+    if positions is not None and decode_from is not None:
+        raise ValueError("positions are given to one forward pass, not to decoding through the cache")
     cache = None if decode_from is None else KVCache(model.cfg.n_layers)
     edges = [0, x.shape[1]] if decode_from is None else [0, *range(decode_from, x.shape[1], chunk), x.shape[1]]
     # a long decode (SmolLM2's 24,576 tokens after 8,192: over an hour on a CPU) shows its own bar in a terminal
@@ -242,7 +248,7 @@ def logits_in_parts(model, x: torch.Tensor, decode_from: int | None, chunk: int)
               disable=True if len(edges) <= 64 else None) as bar:  # closed too when a caller stops early
         for a, b in zip(edges, edges[1:]):
             with autocast(x.device):
-                logits, _ = model(x[:, a:b], cache=cache)  # (B, b - a, V)
+                logits, _ = model(x[:, a:b], cache=cache, positions=positions)  # (B, b - a, V)
             bar.update(b - a)
             yield a, b, logits
 

@@ -9,6 +9,11 @@ Which scalings apply to which run is eval.extrapolation's rule (`plan`): an unsc
 method, static ones at s = length / L and at each fixed factor, dynamic ones through the KV cache as in
 generation; a fine-tune gets its own scaling; other encodings none; `learned` past its table is n/a.
 --context-method applies a training-free context method to every measurement, as in eval.extrapolation.
+--drawn-positions evaluates runs trained on randomized positions (train.positions) as Ruoss et al.'s code does
+(arXiv 2305.16843; google-deepmind/randomized_positional_encodings draws positions in every forward pass, test
+included): each sequence of n tokens gets n positions drawn from [0, max_position) and sorted, a fixed draw per
+sequence, instead of 0, 1, ..., n - 1; its rows' scaling column reads "drawn positions" (give it an --out of its own).
+At n = max_position the draw is every position, so the two protocols coincide.
 
 At each length n the facts are placed in distance bands, counted from the token that asks for an answer
 back to the token that holds it (data/tasks.py): (0, L], (L, 2L], (2L, 4L] ... (n/2, n], --samples
@@ -27,8 +32,10 @@ accuracy_vs_length.png, accuracy_vs_distance.png, training.json and training.png
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -37,6 +44,7 @@ from tqdm import tqdm
 from checkpoint import read_metrics
 from config import UserError
 from data.tasks import sample, task_names, to_batch
+from data.train_positions import randomized
 from device import pick_device
 from eval.harness import (
     CONTEXT_HELP,
@@ -59,7 +67,7 @@ from eval.harness import (
     scalings_option,
 )
 from render.rows import previous_rows
-from render.tasks import RESULTS, markdown, write_report
+from render.tasks import DRAWN, RESULTS, markdown, write_report
 from model.context import parse_checked
 
 
@@ -81,16 +89,24 @@ def bands(length: int, L: int) -> list[tuple[int, int]]:
     return list(zip(edges, edges[1:]))
 
 
-def answer_scores(model, samples, decode_from: int | None, chunk: int, device) -> torch.Tensor:
+def drawn_positions(length: int, below: int, index: int) -> torch.Tensor:
+    """The positions --drawn-positions gives evaluation sequence `index` of `length` tokens: a sorted random subset
+    of [0, below), the same for every run."""
+    return torch.from_numpy(randomized(np.random.default_rng([EVAL_SEED, length, index]), length, below))
+
+
+def answer_scores(model, samples, decode_from: int | None, chunk: int, device,
+                  positions: torch.Tensor | None = None) -> torch.Tensor:
     """(correct answers, answers, summed answer loss) of each sample (N, 3), from greedy next-token
-    predictions over samples of one length, in batches that bound memory."""
+    predictions over samples of one length, in batches that bound memory; `positions` (N, n): each sample's own."""
     n = len(samples[0].tokens) - 1
     batch = max(1, min(TASK_TOKENS_PER_FORWARD // n, TASK_SCORES_PER_FORWARD // (n * n * model.cfg.n_heads)))
     out = []
     for i in range(0, len(samples), batch):
         x, y = (t.to(device) for t in to_batch(samples[i:i + batch]))
+        given = None if positions is None else positions[i:i + batch].to(device)
         scores = torch.zeros(len(x), 3, dtype=torch.float64)
-        for a, b, logits in logits_in_parts(model, x, decode_from, chunk):
+        for a, b, logits in logits_in_parts(model, x, decode_from, chunk, given):
             target = y[:, a:b]
             scored = target != -1
             if scored.any():
@@ -136,11 +152,14 @@ class TaskEvaluator:
         base["context"] = context_settings(model, m.context)
         limit = model.position.max_positions
         applicable = limit is None or n <= limit
-        key = (self.models.key, task, n, m.decode_from)
+        drawn = m.label == DRAWN
+        key = (self.models.key, task, n, m.decode_from, drawn)
         if applicable and key not in self.done:  # every band of the length in one pass, fewer decoding steps
             samples = [sample(task, n + 1, EVAL_SEED, i, band, run.data.start_token) for band in bands(n, run.train_length)
                        for i in range(self.samples)]
-            self.done[key] = answer_scores(model, samples, m.decode_from, self.decode_chunk, self.device)
+            positions = (torch.stack([drawn_positions(n, run.randomized_below, j) for j in range(len(samples))])
+                         if drawn else None)
+            self.done[key] = answer_scores(model, samples, m.decode_from, self.decode_chunk, self.device, positions)
         rows = []
         for b, (lo, hi) in enumerate(bands(n, run.train_length)):
             row = {**base, "distance": f"{lo}-{hi}", "distance_lo": lo, "distance_hi": hi,
@@ -172,6 +191,22 @@ def training_rows(runs: list[Run]) -> list[dict]:
     return out
 
 
+def runs_drawn(runs: list[Run], scaling: str | None, context, lengths: list[int] | None, multiples: list[float]) -> None:
+    """Refuse --drawn-positions where it means nothing: a run trained on contiguous positions, a scaling or a context
+    method besides it, a length with more tokens than positions to draw from."""
+    if scaling not in (None, "none") or context is not None:
+        raise UserError("--drawn-positions measures a run as it was trained: without --scaling (or with none) and "
+                        "without --context-method")
+    for run in runs:
+        if run.randomized_below is None:
+            raise UserError(f"--drawn-positions: {run.path} was trained on contiguous positions; it takes runs trained "
+                            f"with train.positions {{type: randomized, ...}}")
+        longest = max(lengths or [round(k * run.train_length) for k in multiples])
+        if longest > run.randomized_below:
+            raise UserError(f"--drawn-positions: {run.path} draws positions below {run.randomized_below}, fewer than "
+                            f"the {longest} tokens asked for")
+
+
 # ----------------------------------------------------------------------------- command line
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -189,6 +224,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
                         help=f"sequences per task, length and distance band (default {DEFAULT_SAMPLES})")
     parser.add_argument("--decode-chunk", type=int, default=DECODE_CHUNK, help=DECODE_CHUNK_HELP)
+    parser.add_argument("--drawn-positions", action="store_true",
+                        help="give each sequence positions drawn as the run was trained (runs trained on randomized "
+                             "positions only; no scaling or context method), as Ruoss et al.'s code evaluates")
     args = parser.parse_args(argv)
     training: list[dict] = []
 
@@ -207,7 +245,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for run in runs:  # a control continued without a scaling takes its base run's L, as the scaled fine-tunes
             run.train_length = run.base_length or run.train_length  # do: all three share lengths, bands, "learned"
         check_applicable(runs, methods, context, named=args.scaling is not None)
-        jobs = [(m, task) for run in runs
+        if args.drawn_positions:
+            runs_drawn(runs, args.scaling, context, lengths, multiples)
+            methods = ["none"]
+        jobs = [(dataclasses.replace(m, label=DRAWN) if args.drawn_positions else m, task) for run in runs
                 for m in plan(run, methods, lengths or [round(k * run.train_length) for k in multiples], fixed_factors,
                               context)
                 for task in task_names(run.data.source)]

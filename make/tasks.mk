@@ -21,6 +21,13 @@ extrapolation-tasks-added:  ## every other method on the track, into its report'
 	$(MAKE) extrapolation-tasks TASK_ENCODINGS="$(TASK_ADDED_ENCODINGS)" TASK_RUNS="$(TASK_ADDED)" RESUME=1
 	$(MAKE) $(foreach s,$(SEED_NUMBERS),task-drope-base/$(s)) STUDY=runs/tasks STUDY_CONFIG=configs/tasks.yaml
 
+# The randomized-position runs measured as their paper's code measures them (reports/tasks/README.md, "Every method on
+# the track"): each sequence given positions drawn from [0, 16L) at 1x-8x L (eval.tasks --drawn-positions; at 16x L
+# the draw is every position, the track's own rows), into reports/tasks/drawn, seeds added to its rows.
+task-drawn: install  ## the randomized-position runs with positions drawn at evaluation too, as Ruoss et al.'s code does
+	$(RUN_PY) -m eval.tasks $(foreach s,$(SEED_NUMBERS),runs/tasks/seed$(s)/rope-randomized runs/tasks/seed$(s)/alibi-randomized) \
+		--drawn-positions --multiples 1,2,4,8 --out reports/tasks/drawn --resume
+
 # The RoPE run a DroPE run continues is trained again for it (run folders are not committed), so it is not the
 # committed RoPE run of its seed (reports/tasks/README.md, "Runs trained again"): its rows and training log go to
 # reports/tasks/reproduction/rope-seedSEED, where the DroPE paragraph compares DroPE with YaRN on that very run.
@@ -68,4 +75,4 @@ task-context/%: install  ## task-context/METHOD/SEED: one method on one seed
 	$(RUN_PY) -m eval.tasks runs/tasks/seed$(notdir $*)/rope runs/tasks/seed$(notdir $*)/alibi \
 		--context-method $(patsubst %/,%,$(dir $*)) --out runs/tasks/context/$(dir $*)seed$(notdir $*) $(EVAL_RESUME)
 
-.PHONY: extrapolation-tasks extrapolation-tasks-added task-eval task-anchor task-context
+.PHONY: extrapolation-tasks extrapolation-tasks-added task-drawn task-eval task-anchor task-context

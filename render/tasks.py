@@ -15,6 +15,7 @@ RESULTS = "results.json.gz"  # the rows; results.md is their table
 
 
 LEARNED = 0.9  # accuracy at L from which a run counts as having learned a task
+DRAWN = "drawn positions"  # the scaling column of rows measured with eval.tasks --drawn-positions
 
 
 def row_key(r: dict) -> tuple:
@@ -48,11 +49,11 @@ def interval(accuracy: float, sequences: int, z: float = 1.96) -> tuple[float, f
 
 def learned(rows: list[dict]) -> dict[tuple, bool]:
     """{(run, seed, task): accuracy >= 90% at the length the run was trained at (L, or 4x L for a
-    fine-tune), measured without scaling or with the run's own, and without a context method where the rows
-    have such a measurement."""
+    fine-tune), measured without scaling or with the run's own, and without a context method or drawn
+    positions where the rows have such a measurement."""
     acc = pooled(rows)
     out = {}
-    for r in sorted(rows, key=lambda r: r.get("context") is None):  # plain rows last: they decide
+    for r in sorted(rows, key=lambda r: r.get("context") is None and r["scaling"] != DRAWN):  # plain rows last: they decide
         if r["length"] == r["run_length"] and r["factor_rule"] in (None, "fine-tuned"):
             out[(r["run"], r["seed"], r["task"])] = (acc[(r["run"], r["seed"], r["task"], curve_label(r), r["length"])]
                                                     or 0) >= LEARNED

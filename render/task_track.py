@@ -20,7 +20,7 @@ from data.tasks import FILLER_TARGETS, FOLLOW
 from data.tasks import TASKS as TASKS_OF
 from render.prose import bullet, claim, listed, number, paragraph, seeds_named
 from render.rows import curve_label, previous_rows
-from render.tasks import interval, learned, pooled
+from render.tasks import DRAWN, RESULTS, interval, learned, pooled
 
 TASKS = ("copy", "recall", "passkey", "recall1", "passkey1")
 INDUCTION = ("copy", "recall", "passkey")
@@ -1342,11 +1342,74 @@ def every_method(reports: Path) -> str:
             "positions far behind: [Training positions](../extrapolation/README.md#training-positions-three-seeds)). "
             "The paper's own code draws the positions anew in every forward pass, evaluation included "
             "(google-deepmind/randomized_positional_encodings: models/transformer.py draws them in the forward pass, "
-            "experiments/range_evaluation.py passes a new random key for each test batch); this track does not: "
+            "experiments/range_evaluation.py passes a new random key for each test batch); the rows above do not: "
             "each run is evaluated on the positions 0, 1, 2, ... of its tokens."))
+    randomized = [r for r in present if r.endswith("-randomized")]
+    if randomized:
+        parts.append(drawn_positions(reports, t, randomized))
     if "drope" in present:
         parts.append(drope_against_yarn(reports, t, seeds))
     return "\n\n".join(parts)
+
+
+def drawn_positions(reports: Path, t: Track, runs: list[str]) -> str:
+    """The randomized runs measured as their paper's code measures them (reports/tasks/drawn: eval.tasks
+    --drawn-positions) beside the track's contiguous positions: each task at every length, the tasks learned at L that
+    way, and the tasks at L on which the two protocols' 95% intervals over sequences are apart in every seed."""
+    folder = reports / "tasks" / "drawn"
+    if not (folder / RESULTS).exists():
+        return paragraph("Not measured yet with the positions drawn at evaluation: `make task-drawn SEED_NUMBERS=...`.")
+    d = track(folder)
+    x16 = 16 * t.L
+    runs = [r for r in runs if any(row["run"] == r for row in d.rows)]
+    seeds = {r: sorted({row["seed"] for row in d.rows if row["run"] == r}) for r in runs}
+    lengths = sorted({row["length"] for row in d.rows})
+    answered = {}  # (run, seed, task, length) -> sequences: a band's samples, summed over the bands of the length
+    for row in d.rows:
+        key = (row["run"], row["seed"], row["task"], row["length"])
+        answered[key] = answered.get(key, 0) + row["samples"]
+
+    def cell(run, task, n):
+        drawn = " / ".join(pct(d.pooled[(run, s, task, DRAWN, n)]) for s in seeds[run])
+        return f"{drawn} ({' / '.join(pct(t.pooled[(run, s, task, 'none', n)]) for s in seeds[run])})"
+    lines = ["| run | task | " + " | ".join(f"{n // t.L}x L" for n in lengths) + " | 16x L (the same) |",
+             "|---|---|" + "---:|" * (len(lengths) + 1)]
+    for run in runs:
+        for task in TASKS:
+            same = " / ".join(pct(t.pooled[(run, s, task, "none", x16)]) for s in seeds[run])
+            lines.append(f"| {SHORT[run]} | `{task}` | " + " | ".join(cell(run, task, n) for n in lengths)
+                         + f" | {same} |")
+
+    def apart(run, task):
+        """1: drawn above contiguous at L in every seed, -1: below in every seed, 0: otherwise (95% intervals)."""
+        sides = set()
+        for s in seeds[run]:
+            n = answered[(run, s, task, t.L)]
+            (lo_d, hi_d), (lo_c, hi_c) = (interval(d.pooled[(run, s, task, DRAWN, t.L)], n),
+                                          interval(t.pooled[(run, s, task, "none", t.L)], n))
+            sides.add(1 if lo_d > hi_c else -1 if hi_d < lo_c else 0)
+        return sides.pop() if len(sides) == 1 else 0
+    unlearned = {r: [f"`{task}`" for task in TASKS if not all(d.learned.get((r, s, task), False) for s in seeds[r])]
+                 for r in runs}
+    learned_drawn = [SHORT[r] for r in runs if not unlearned[r]]
+    measured = sorted({s for r in runs for s in seeds[r]})
+    sentences = [
+        f"Measured as that code measures, each sequence of n tokens given n positions drawn from [0, {number(x16)}) and "
+        f"sorted (`make task-drawn SEED_NUMBERS=\"{' '.join(map(str, measured))}\"`, "
+        "`eval.tasks --drawn-positions`: [drawn/results.md](drawn/results.md)), each cell below is the accuracy (%) "
+        "with drawn positions, then in brackets with the track's contiguous ones, seed by seed; at 16x L the draw is "
+        "every position, so the two are one measurement there.",
+        f"With drawn positions, {named(learned_drawn)} learned all five tasks at L on "
+        f"{'every seed measured' if len(measured) > 1 else seeds_named(measured)}."]
+    sentences += [f"{SHORT[r]} leaves {listed(unlearned[r])} below 90% at L even so, on positions drawn as it was "
+                  "trained: it had not learned them on its own positions either." for r in runs if unlearned[r]]
+    for run in runs:
+        above = [f"`{task}`" for task in TASKS if apart(run, task) == 1]
+        below = [f"`{task}`" for task in TASKS if apart(run, task) == -1]
+        sentences.append(f"{SHORT[run]} at L, drawn against contiguous (95% intervals over sequences apart in "
+                         f"{'every seed' if len(seeds[run]) > 1 else seeds_named(seeds[run])}): above on "
+                         f"{listed(above) if above else 'no task'}, below on {listed(below) if below else 'no task'}.")
+    return paragraph(*sentences[:1]) + "\n\n" + "\n".join(lines) + "\n\n" + paragraph(*sentences[1:])
 
 
 def drope_sides(t: Track, seeds: list[int]) -> tuple[list[str], list[str], list[str]]:

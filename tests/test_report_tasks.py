@@ -140,6 +140,20 @@ def test_the_track_is_every_run_of_every_seed_at_every_length_and_band():
         {(run, s) for s in TRACK_SEEDS for run in ("drope", "rope-pi", "rope-yarn", "rope-continued")}
 
 
+def test_every_randomized_run_of_the_track_is_also_measured_with_drawn_positions():
+    """make task-drawn's rows (reports/tasks/drawn): each randomized-position run of the track, every task at 1x-8x L in
+    every band, scored with positions drawn as in training; at 16x L (every position drawn) the track's own rows."""
+    from render.tasks import DRAWN
+    rows = previous_rows(TASK_REPORT / "drawn" / "results.json.gz", "eval.tasks", "accuracy")
+    randomized = {(r["run"], r["seed"]) for r in TRACK_ROWS if r["run"].endswith("-randomized")}
+    assert randomized and {(r["run"], r["seed"]) for r in rows} == randomized
+    assert {r["scaling"] for r in rows} == {DRAWN}
+    for run, seed in randomized:
+        for task in TASK_NAMES:
+            cells = {(r["length"], r["distance"]) for r in rows if (r["run"], r["seed"], r["task"]) == (run, seed, task)}
+            assert {n for n, _ in cells} == {L, X2, X4, X8} and len(cells) == 1 + 2 + 3 + 4, (run, seed, task)
+
+
 def test_a_far_back_anchor():
     for setting, sinks, window in (("window64", 0, 64), ("window448", 0, 448), ("sinks64", 64, 384)):
         rows = previous_rows(TASK_REPORT / "anchor" / setting / "results.json.gz", "eval.tasks", "accuracy")

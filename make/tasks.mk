@@ -20,6 +20,7 @@ TASK_ADDED := $(TASK_ADDED_ENCODINGS) rope-half p-rope rnope-swa rope-pose rope-
 extrapolation-tasks-added:  ## every other method on the track, into its report's rows (SEED_NUMBERS="11 12 13")
 	$(MAKE) extrapolation-tasks TASK_ENCODINGS="$(TASK_ADDED_ENCODINGS)" TASK_RUNS="$(TASK_ADDED)" RESUME=1
 	$(MAKE) $(foreach s,$(SEED_NUMBERS),task-drope-base/$(s)) STUDY=runs/tasks STUDY_CONFIG=configs/tasks.yaml
+	$(MAKE) task-drawn
 
 # The randomized-position runs measured as their paper's code measures them (reports/tasks/README.md, "Every method on
 # the track"): each sequence given positions drawn from [0, 16L) at 1x-8x L (eval.tasks --drawn-positions; at 16x L

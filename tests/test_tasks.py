@@ -329,8 +329,7 @@ def test_eval_tasks_rows_by_length_band_and_scaling(task_runs, tmp_path):
     # a continued run's curve counts its own steps: kept and marked, and left out of training.png's step axis
     assert {r["run"] for r in curves if r.get("continued")} == {"rope-yarn", "rope-continued"}
     assert {r["run"] for r in curves if not r.get("continued")} == {"rope", "learned"}
-    from render.tasks import training_curves
-    assert {run for runs in training_curves(curves).values() for run in runs} == {"rope", "learned"}
+    assert {run for runs in task_report.training_curves(curves).values() for run in runs} == {"rope", "learned"}
 
 
 def test_long_sequences_are_scored_in_batches_bounded_by_their_score_matrices(task_runs, monkeypatch):

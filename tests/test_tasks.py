@@ -486,9 +486,9 @@ def test_drawn_positions_evaluate_a_randomized_run_as_it_was_trained_and_coincid
                 "data.source=tasks:recall1,passkey1", f"model.max_seq_len={L}", "model.d_model=32",
                 "train.max_steps=6", "train.batch_size=4", "train.warmup_steps=1", "train.eval_every=6",
                 "train.ckpt_every=6", "train.eval_tokens=256", "train.decay_steps=null", "run.name=randomized",
-                f"train.positions={{type: randomized, max_position: {4 * L}}}"])
+                f"train.positions={{type: randomized, max_position: {2 * L}}}"])
     run = str(tmp_path / "randomized")
-    common = ["--multiples", "1,4", "--samples", "3", "--device", "cpu"]
+    common = ["--multiples", "1,2", "--samples", "3", "--device", "cpu"]
     given = []  # the positions each forward pass gets
     original = eval_tasks.Models.get
 
@@ -499,27 +499,27 @@ def test_drawn_positions_evaluate_a_randomized_run_as_it_was_trained_and_coincid
         return model
     monkeypatch.setattr(eval_tasks.Models, "get", get)
     drawn = eval_tasks.main([run, *common, "--drawn-positions", "--out", str(tmp_path / "drawn")])
-    # every sequence of a length with its own draw (the same for each task): at L, 64 of [0, 256); at 4L, all of them
+    # every sequence of a length with its own draw (the same for each task): at L, 64 of [0, 128); at 2L, all of them
     at_l = [p for p in given if p.shape[1] == L]
-    assert len(at_l) == 2 and all(torch.equal(p, torch.stack([eval_tasks.drawn_positions(L, 4 * L, j) for j in
+    assert len(at_l) == 2 and all(torch.equal(p, torch.stack([eval_tasks.drawn_positions(L, 2 * L, j) for j in
                                                               range(3)])) for p in at_l)
     assert len({tuple(row.tolist()) for row in at_l[0]}) == 3 and int(at_l[0][:, -1].max()) >= L
-    assert all(torch.equal(row, torch.arange(4 * L)) for p in given if p.shape[1] == 4 * L for row in p)
+    assert all(torch.equal(row, torch.arange(2 * L)) for p in given if p.shape[1] == 2 * L for row in p)
     given.clear()
     plain = eval_tasks.main([run, *common, "--scaling", "none", "--out", str(tmp_path / "plain")])
     assert given and all(p is None for p in given)
     assert {r["scaling"] for r in drawn} == {task_report.DRAWN} and {r["scaling"] for r in plain} == {"none"}
     loss = {(r["scaling"], r["task"], r["length"], r["distance"]): r["loss"] for r in drawn + plain}
-    for task in ("recall1", "passkey1"):  # at 4L the two protocols coincide
-        for band in (f"0-{L}", f"{L}-{2 * L}", f"{2 * L}-{4 * L}"):
-            assert loss[(task_report.DRAWN, task, 4 * L, band)] == pytest.approx(loss[("none", task, 4 * L, band)])
-    positions = eval_tasks.drawn_positions(L, 4 * L, 5)
-    assert torch.equal(positions, eval_tasks.drawn_positions(L, 4 * L, 5))  # a fixed draw per sequence
-    assert len(set(positions.tolist())) == L and bool((positions.diff() > 0).all()) and int(positions[-1]) < 4 * L
-    assert torch.equal(eval_tasks.drawn_positions(4 * L, 4 * L, 5), torch.arange(4 * L))
+    for task in ("recall1", "passkey1"):  # at 2L the two protocols coincide
+        for band in (f"0-{L}", f"{L}-{2 * L}"):
+            assert loss[(task_report.DRAWN, task, 2 * L, band)] == pytest.approx(loss[("none", task, 2 * L, band)])
+    positions = eval_tasks.drawn_positions(L, 2 * L, 5)
+    assert torch.equal(positions, eval_tasks.drawn_positions(L, 2 * L, 5))  # a fixed draw per sequence
+    assert len(set(positions.tolist())) == L and bool((positions.diff() > 0).all()) and int(positions[-1]) < 2 * L
+    assert torch.equal(eval_tasks.drawn_positions(2 * L, 2 * L, 5), torch.arange(2 * L))
     for args, message in (([str(task_runs / "rope")], "was trained on contiguous positions"),
                           ([run, "--scaling", "yarn"], "without --scaling (or with none)"),
-                          ([run, "--multiples", "8"], f"draws positions below {4 * L}, fewer than the {8 * L} tokens")):
+                          ([run, "--multiples", "4"], f"draws positions below {2 * L}, fewer than the {4 * L} tokens")):
         with pytest.raises(SystemExit) as e:
             eval_tasks.main([*args, "--drawn-positions", "--out", str(tmp_path / "refused")])
         err = capsys.readouterr().err

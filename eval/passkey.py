@@ -20,8 +20,9 @@ A model is a run directory or hf:PATH. Scalings are chosen as in eval.probe: an 
 method of --scaling with s = max(1, length / L) (s = 1 is plain RoPE: that row repeats plain RoPE's numbers and
 names it in same_as); a fine-tuned run its own. --context-method applies a training-free context method to every
 cell, as in eval.extrapolation (--scaling then defaults to none). Writes passkey.json (one row per model, scaling,
-length and depth, written as each is measured; --resume measures only the missing ones, and of a row a kill cut
-short only the trials not yet in passkey-trials.jsonl from the same weights), passkey.md and passkey.png (a heat map
+length and depth, written as each is measured, naming the weights it was measured on (model_identity); --resume
+measures only the missing ones, and of a row a kill cut short only the trials not yet in passkey-trials.jsonl from the
+same weights), passkey.md and passkey.png (a heat map
 per model and scaling, accuracy averaged over seeds).
 """
 from __future__ import annotations
@@ -246,6 +247,7 @@ def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[f
         numbers = known[row["depth"]]
         on_row({**row, **{k: numbers[k] for k in ("value", "hits", "trials", "key_tokens")},
                 "context": numbers.get("context"),  # rows from before context methods have none
+                **({"model": numbers["model"]} if "model" in numbers else {}),  # and from before model_identity
                 **({"seconds": numbers["seconds"]} if numbers["scaling"] == row["scaling"]
                    else {"same_as": numbers["scaling"]})})
 
@@ -281,7 +283,7 @@ def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[f
                     known[d] = {"scaling": label, "value": round(hits / len(trials), 4), "hits": hits,
                                 "trials": len(trials), "key_tokens": round(statistics.fmean(shares), 4),
                                 "seconds": round(log.seconds(row_key(rows[d]), prompts.keys, identity), 2),
-                                "context": context_settings(model, context)}
+                                "context": context_settings(model, context), "model": identity}
                     emit(rows[d], known)
             for d, r in rows.items():
                 if d not in missing:

@@ -175,6 +175,7 @@ def test_trials_logged_from_other_weights_are_measured_again(tiny_run, tmp_path,
     assert [r["hits"] for r in again] == [r["hits"] for r in whole]
     identity = passkey.model_identity(load_model(tiny_run), torch.device("cpu"))
     assert added == [identity, identity] and identity.endswith(" float32")
+    assert [r["model"] for r in again] == [identity]  # the row names the weights its trials were measured on
 
 
 def test_the_trials_of_another_runs_unfinished_row_outlive_an_evaluation_that_finishes_its_own(tiny_run, tmp_path):

@@ -96,8 +96,8 @@ def same_tokens(folder: Path) -> str:
     keys = previous_rows(folder / "passkey.json", "eval.passkey", "depth")
     tuned_keys = [row for row in keys if row["run"] == FINE_TUNES["yarn"][0]]
     cells = {(row["run"], row["scaling"], row["length"], row["depth"]) for row in keys}
-    map_done = all((run, scaling, x4, row["depth"]) in cells for row in keys
-                   for run, scaling in ((BASE, "yarn"), (FINE_TUNES["yarn"][0], FINE_TUNES["yarn"][1])))
+    base_done, map_done = (all((run, scaling, x4, row["depth"]) in cells for row in keys for run, scaling in models)
+                           for models in ([(BASE, "yarn")], [(BASE, "yarn"), FINE_TUNES["yarn"]]))
     out = [paragraph(
         "`make smollm2-extend` continues SmolLM2 with this repo's training loop (`configs/smollm2-extend.yaml`, from "
         f"`train.init_from: hf:PATH`): to {number(t['positions']['max_position'])} tokens (s = {s['factor']:g}) on the "
@@ -114,13 +114,14 @@ def same_tokens(folder: Path) -> str:
         "first test book.",
         f"Not yet measured on them: {listed(missing)} ({'its' if len(missing) == 1 else 'their'} by-length "
         f"{'row is' if len(missing) == 1 else 'rows are'} below)." if missing else "",
-        f"Not yet measured{' in full' if tuned_keys else ''}: the passkey map to {number(x4)} tokens (a "
-        f"{number(x4)}-token window took "
+        f"Not yet measured{' in full' if tuned_keys else ''}: "
+        + ("the YaRN fine-tune's passkey map to " if base_done else "the passkey map to ") + f"{number(x4)} tokens ("
+        + ("training-free YaRN's is in [report.md](report.md); " if base_done else "") + f"a {number(x4)}-token window took "
         f"{r.seconds[(BASE, 'none', x4)] / 60:.0f} minutes here, and a length is 60 trials): `make gpu-smollm2-eval` "
         "measures it on a GPU, for the YaRN fine-tunes there (the PoSE recipe of this page and full windows) against "
         "training-free YaRN (reports/bench/README.md, \"On a GPU: the pieces\"); `make smollm2-passkey-long` on the "
         "CPU, for this page's YaRN fine-tune, in as many sittings as it takes (it resumes trial by trial from "
-        "[passkey-trials.jsonl](passkey-trials.jsonl), committed beside the rows)."
+        "`passkey-trials.jsonl`, committed beside the rows while one is unfinished)."
         if not map_done else "")]
 
     if yarn:
@@ -398,6 +399,10 @@ def by_length(folder: Path) -> str:
                         f"At {number(x2)} unscaled it finds none at any depth (its digits right "
                         + listed([digits("none", x2, d) for d in depths]) + f" of the time, first to last); with YaRN (s = {x2 // L}) it finds all {trials} of the middle and of the last keys, and "
                         f"none of the first ({digits('yarn', x2, first)} of the digits)."),
+                  claim(hits("yarn", x4, middle) == hits("yarn", x4, last) == trials and hits("yarn", x4, first) == 0,
+                        f"At {number(x4)} with YaRN (s = {x4 // L}) the same: all of the middle and of the last keys, "
+                        f"none of the first ({digits('yarn', x4, first)} of the digits).")
+                  if all(("yarn", x4, d) in keys for d in depths) else "",
                   "So without scaling, retrieval from both ends of the prompt fails between "
                   f"{number(below[-1])} and {number(L)} tokens while the middle still holds at {number(L)}: the reverse "
                   "of the U shape of Liu et al. 2023 (\"Lost in the Middle\", arXiv 2307.03172, figure 1), where the "

@@ -131,7 +131,7 @@ def test_the_cpu_passkey_map_renders_cell_by_cell_and_compares_only_apart(tmp_pa
     (folder / "passkey.json").write_text(json.dumps(committed + tuned))
     text = " ".join(same_tokens(folder).split())
     assert "| the YaRN fine-tune | 0 | 20/20 | - | - |" in text and "| training-free YaRN | 0 | 0/20 | " in text
-    assert "over the depths" not in text and "Not yet measured in full: the passkey map" in text
+    assert "over the depths" not in text and "Not yet measured in full: the YaRN fine-tune's passkey map" in text
     far = [key_row("SmolLM2-135M-Instruct-Q4_1", "yarn", 4 * L, d, 9) for d in (0, 0.5, 1)]
     far += [key_row("smollm2-yarn", "yarn (fine-tuned)", n, d, 11) for n in (2 * L, 4 * L) for d in (0, 0.5, 1)]
     (folder / "passkey.json").write_text(json.dumps(committed + tuned + far))

@@ -15,6 +15,7 @@ from render.rows import previous_rows
 from render.tasks import interval
 
 BASE = "SmolLM2-135M-Instruct-Q4_1"
+AGAIN = "passkey-fine-tune"  # the YaRN fine-tune as trained again for its passkey cells: config, log, perplexity at L
 FINE_TUNES = {"yarn": ("smollm2-yarn", "yarn (fine-tuned)"), "pi": ("smollm2-pi", "linear (fine-tuned)"),
               "control": ("smollm2-continued", "none (fine-tuned)")}
 SCALINGS = ["none", "linear", "ntk", "dynamic", "yarn"]  # the training-free rows `make smollm2-report` measures
@@ -183,7 +184,8 @@ def same_tokens(folder: Path) -> str:
     if tuned_keys:
         out += [paragraph(f"**The passkey to {number(x4)}, training-free YaRN against the YaRN fine-tune** (`make "
                           "smollm2-passkey-long`; the keys found of those tried, - where not yet measured):"),
-                passkey_map(keys, {FINE_TUNES["yarn"][0]: "the YaRN fine-tune"}, [x1, x2, x4], "passkey.png")]
+                passkey_map(keys, {FINE_TUNES["yarn"][0]: "the YaRN fine-tune"}, [x1, x2, x4], "passkey.png"),
+                paragraph(trained_again(folder, tuned_keys, yarn, x1))]
     if linear:
         out.append(paragraph(
             claim(linear[x2] > none[x2] and linear[x4] > 5 * free_yarn[x4],
@@ -292,6 +294,26 @@ def full_windows(folder: Path) -> str:
                 passkey_map(keys, {"smollm2-yarn": "YaRN, full windows", "smollm2-yarn-pose": "YaRN, PoSE windows"},
                             lengths, "gpu/passkey.png")]
     return "\n\n".join(out)
+
+
+def trained_again(folder: Path, tuned_keys: list[dict], yarn: dict[int, float], x1: int) -> str:
+    """Which weights the YaRN fine-tune's passkey cells are of: the recipe trained again for them (run folders are not
+    kept between machines), its log and its perplexity at L on the same tokens in AGAIN, against the fine-tune whose
+    perplexity rows the page shows; '' where AGAIN is not committed."""
+    again = folder / AGAIN
+    if not (again / "results.json").exists():
+        return ""
+    (row,) = [r for r in json.loads((again / "results.json").read_text()) if r["length"] == x1]
+    log = [json.loads(line) for line in (again / "metrics.jsonl").read_text().splitlines()]
+    (threads,) = {r["threads"] for r in log if "threads" in r}
+    digests = sorted({r["model"].split()[0] for r in tuned_keys if "model" in r})
+    gap = abs(row["ppl"] / yarn[x1] - 1)
+    weights = f"weights {listed([f'`{d}`' for d in digests])}, passkey.json's `model`; " if digests else ""
+    return claim(gap < 1e-4,
+                 f"The fine-tune's cells are of the same recipe trained again here on {'one thread' if threads == 1 else threads} "
+                 f"({weights}its training log and "
+                 f"perplexity in [{AGAIN}/]({AGAIN}/)): on the same tokens at {number(x1)} it scores {row['ppl']:.4f}, "
+                 f"the fine-tune of the perplexity rows above {yarn[x1]:.4f}, a relative difference of {gap:.0e}.")
 
 
 def passkey_map(rows: list[dict], names: dict[str, str], lengths: list[int], png: str) -> str:

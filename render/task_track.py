@@ -1270,20 +1270,24 @@ def named(runs: list[str]) -> str:
     return listed(runs) if runs else "none of them"
 
 
-def added_lists(t: Track, present: list[str], seeds: list[int], names: dict[str, str] = ADDED
-                ) -> tuple[list[str], list[str]]:
-    """The added methods, by name, that learned all five tasks at L on every seed, and that kept the induction tasks at
-    50% or more at 16x L on every seed."""
+def added_lists(t: Track, present: list[str], names: dict[str, str] = ADDED) -> tuple[list[str], list[str]]:
+    """The added methods, by name, that learned all five tasks at L on every seed they ran, and that kept the induction
+    tasks at 50% or more at 16x L on every seed they ran."""
     x16 = 16 * t.L
-    return ([names[r] for r in present if all(t.learned.get((r, s, task), False) for task in TASKS for s in seeds)],
+    return ([names[r] for r in present if all(t.learned.get((r, s, task), False) for task in TASKS for s in ran(t, r))],
             [names[r] for r in present if all((t.pooled.get((r, s, task, label_of(t, r), x16)) or 0) >= 0.5
-                                              for task in INDUCTION for s in seeds)])
+                                              for task in INDUCTION for s in ran(t, r))])
 
 
 def added_present(t: Track) -> tuple[list[str], list[int]]:
-    """The added methods with rows on the track, and the seeds they ran."""
+    """The added methods with rows on the track, and the seeds any of them ran."""
     present = [run for run in ADDED if any(r["run"] == run for r in t.rows)]
     return present, sorted({r["seed"] for r in t.rows if r["run"] in present})
+
+
+def ran(t: Track, run: str) -> list[int]:
+    """The seeds a run has rows for: the added methods' seeds are trained a few at a time."""
+    return sorted({r["seed"] for r in t.rows if r["run"] == run})
 
 
 def every_method(reports: Path) -> str:
@@ -1302,18 +1306,20 @@ def every_method(reports: Path) -> str:
         return t.pooled.get((run, s, task, label, n))
 
     def cell(run, label, task, n):
-        values = [at(run, label, task, n, s) for s in seeds]
-        return "n/a" if None in values else " / ".join(pct(v) for v in values)
+        values = [at(run, label, task, n, s) if s in ran(t, run) else "-" for s in seeds]
+        return "n/a" if None in values else " / ".join(v if v == "-" else pct(v) for v in values)
 
     def missed(run):
-        lost = {task: [s for s in seeds if not t.learned.get((run, s, task), False)] for task in TASKS}
+        lost = {task: [s for s in seeds if s in ran(t, run) and not t.learned.get((run, s, task), False)]
+                for task in TASKS}
         return "; ".join(f"`{task}` ({', '.join(map(str, ss))})" for task, ss in lost.items() if ss) or "none"
+    partial = any(ran(t, run) != seeds for run in present)
     lines = ["| run | not learned at L (seeds) | " + " | ".join(f"`{task}` at 16x" for task in TASKS) + " |",
              "|---|---|" + "---:|" * len(TASKS)]
     for run, label, name in shown:
         lines.append(f"| {name} | {missed(run) if label == label_of(t, run) else ''} | "
                      + " | ".join(cell(run, label, task, x16) for task in TASKS) + " |")
-    learned_all, kept = added_lists(t, present, seeds)
+    learned_all, kept = added_lists(t, present)
     # why a run has no cell past L: its rows' note ("learned positions stop at 127")
     stops = sorted({r["note"] for r in t.rows if r["run"] in present and r["length"] == x16 and r.get("note")})
     intro = paragraph(
@@ -1323,13 +1329,14 @@ def every_method(reports: Path) -> str:
         f"{', in that order,' if len(seeds) > 1 else ','} "
         "and the second column the tasks a run left below 90% at the length it was trained at (†: its rows past L "
         "say nothing about extrapolation)" + (f"; n/a where a run cannot be measured there ({'; '.join(stops)})"
-                                              if stops else "") + ". Every row, length and band, with intervals: "
-        "[results.md](results.md).")
+                                              if stops else "")
+        + ("; - where a run has not been trained on that seed yet" if partial else "")
+        + ". Every row, length and band, with intervals: [results.md](results.md).")
+    every = "every seed it ran" if partial else "every one of these seeds" if len(seeds) > 1 else seeds_named(seeds)
     said = paragraph(
-        f"Learned all five tasks at L on {'every one of these seeds' if len(seeds) > 1 else seeds_named(seeds)}: "
-        f"{named(learned_all)}.",
+        f"Learned all five tasks at L on {every}: {named(learned_all)}.",
         f"Kept `copy`, `recall` and `passkey` at 50% or more at 16x L on "
-        f"{'every seed' if len(seeds) > 1 else seeds_named(seeds)}: {named(kept)}.")
+        f"{'every seed it ran' if partial else 'every seed' if len(seeds) > 1 else seeds_named(seeds)}: {named(kept)}.")
     parts = [intro, "\n".join(lines), said]
     unlearned = [SHORT[r] for r in present if r.endswith("-randomized") and ADDED[r] not in learned_all]
     if unlearned:  # make/study.mk's RANDOMIZED: positions over [0, 16L), every length the track measures
@@ -1581,7 +1588,7 @@ def added_sentence(t: Track) -> str:
     present, seeds = added_present(t)
     if not present:
         return ""
-    learned_all, kept = added_lists(t, present, seeds, SHORT)
+    learned_all, kept = added_lists(t, present, SHORT)
     drope = ""
     if "drope" in present:
         above, below, _ = drope_sides(t, seeds)
@@ -1590,7 +1597,10 @@ def added_sentence(t: Track) -> str:
                  + (", not relearned at L" if below and set(below) <= set(drope_unlearned(t, seeds)) else ""))
     every = " in every seed" if len(seeds) > 1 else ""
     so_far = f"{len(present)} of the {len(ADDED)} so far, " if len(present) < len(ADDED) else ""
-    return (f"[Every other method](reports/tasks/README.md#every-method-on-the-track) ({so_far}{seeds_named(seeds)}): "
+    full = [s for s in seeds if all(s in ran(t, r) for r in present)]  # the seeds every method ran; then the others
+    where = seeds_named(full) + "".join(f"; seed {s}: {sum(s in ran(t, r) for r in present)} of them so far"
+                                        for s in seeds if s not in full)
+    return (f"[Every other method](reports/tasks/README.md#every-method-on-the-track) ({so_far}{where}): "
             f"all five tasks learned at L{every} by {named(learned_all)}; `copy`, `recall` and `passkey` kept at 50% or "
             f"more at 16x{every} by {named(kept)}{drope}.")
 

@@ -191,7 +191,8 @@ def training_rows(runs: list[Run]) -> list[dict]:
     return out
 
 
-def runs_drawn(runs: list[Run], scaling: str | None, context, lengths: list[int] | None, multiples: list[float]) -> None:
+def runs_drawn(runs: list[Run], scaling: str | None, context, lengths: list[int] | None,
+               multiples: list[float]) -> None:
     """Refuse --drawn-positions where it means nothing: a run trained on contiguous positions, a scaling or a context
     method besides it, a length with more tokens than positions to draw from."""
     if scaling not in (None, "none") or context is not None:

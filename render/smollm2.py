@@ -117,8 +117,9 @@ def same_tokens(folder: Path) -> str:
         f"{'row is' if len(missing) == 1 else 'rows are'} below)." if missing else "",
         f"Not yet measured{' in full' if tuned_keys else ''}: "
         + ("the YaRN fine-tune's passkey map to " if base_done else "the passkey map to ") + f"{number(x4)} tokens ("
-        + ("training-free YaRN's is in [report.md](report.md); " if base_done else "") + f"a {number(x4)}-token window took "
-        f"{r.seconds[(BASE, 'none', x4)] / 60:.0f} minutes here, and a length is 60 trials): `make gpu-smollm2-eval` "
+        + ("training-free YaRN's is in [report.md](report.md); " if base_done else "")
+        + f"a {number(x4)}-token window took {r.seconds[(BASE, 'none', x4)] / 60:.0f} minutes here, and a length is 60 "
+        "trials): `make gpu-smollm2-eval` "
         "measures it on a GPU, for the YaRN fine-tunes there (the PoSE recipe of this page and full windows) against "
         "training-free YaRN (reports/bench/README.md, \"On a GPU: the pieces\"); `make smollm2-passkey-long` on the "
         "CPU, for this page's YaRN fine-tune, in as many sittings as it takes (it resumes trial by trial from "
@@ -309,11 +310,11 @@ def trained_again(folder: Path, tuned_keys: list[dict], yarn: dict[int, float], 
     digests = sorted({r["model"].split()[0] for r in tuned_keys if "model" in r})
     gap = abs(row["ppl"] / yarn[x1] - 1)
     weights = f"weights {listed([f'`{d}`' for d in digests])}, passkey.json's `model`; " if digests else ""
+    on = "one thread" if threads == 1 else f"{threads} threads"
     return claim(gap < 1e-4,
-                 f"The fine-tune's cells are of the same recipe trained again here on {'one thread' if threads == 1 else threads} "
-                 f"({weights}its training log and "
-                 f"perplexity in [{AGAIN}/]({AGAIN}/)): on the same tokens at {number(x1)} it scores {row['ppl']:.4f}, "
-                 f"the fine-tune of the perplexity rows above {yarn[x1]:.4f}, a relative difference of {gap:.0e}.")
+                 f"The fine-tune's cells are of the same recipe trained again here on {on} ({weights}its training log "
+                 f"and perplexity in [{AGAIN}/]({AGAIN}/)): on the same tokens at {number(x1)} it scores "
+                 f"{row['ppl']:.4f}, the fine-tune of the perplexity rows above {yarn[x1]:.4f}, a relative difference of {gap:.0e}.")
 
 
 def passkey_map(rows: list[dict], names: dict[str, str], lengths: list[int], png: str) -> str:

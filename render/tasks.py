@@ -53,7 +53,8 @@ def learned(rows: list[dict]) -> dict[tuple, bool]:
     positions where the rows have such a measurement."""
     acc = pooled(rows)
     out = {}
-    for r in sorted(rows, key=lambda r: r.get("context") is None and r["scaling"] != DRAWN):  # plain rows last: they decide
+    plain = lambda r: r.get("context") is None and r["scaling"] != DRAWN  # noqa: E731
+    for r in sorted(rows, key=plain):  # plain rows last: they decide
         if r["length"] == r["run_length"] and r["factor_rule"] in (None, "fine-tuned"):
             out[(r["run"], r["seed"], r["task"])] = (acc[(r["run"], r["seed"], r["task"], curve_label(r), r["length"])]
                                                     or 0) >= LEARNED

@@ -1402,7 +1402,8 @@ def drawn_positions(reports: Path, t: Track, runs: list[str]) -> str:
     measured = sorted({s for r in runs for s in seeds[r]})
     sentences = [
         f"Measured as that code measures, each sequence of n tokens given n positions drawn from [0, {number(x16)}) and "
-        f"sorted (`make task-drawn SEED_NUMBERS=\"{' '.join(map(str, measured))}\"`, "
+        "sorted (a fixed draw per sequence, the same for every run; "
+        f"`make task-drawn SEED_NUMBERS=\"{' '.join(map(str, measured))}\"`, "
         "`eval.tasks --drawn-positions`: [drawn/results.md](drawn/results.md)), each cell below is the accuracy (%) "
         "with drawn positions, then in brackets with the track's contiguous ones, seed by seed; at 16x L the draw is "
         "every position, so the two are one measurement there.",

@@ -1596,11 +1596,11 @@ def added_sentence(t: Track) -> str:
         drope = (f"; DroPE against training-free YaRN at 16x (intervals apart in every seed): above on "
                  f"{listed(above) if above else 'no task'}, below on {listed(below) if below else 'no task'}"
                  + (", not relearned at L" if below and set(below) <= set(drope_unlearned(t, seeds)) else ""))
-    every = " in every seed" if len(seeds) > 1 else ""
     so_far = f"{len(present)} of the {len(ADDED)} so far, " if len(present) < len(ADDED) else ""
     full = [s for s in seeds if all(s in ran(t, r) for r in present)]  # the seeds every method ran; then the others
-    where = seeds_named(full) + "".join(f"; seed {s}: {sum(s in ran(t, r) for r in present)} of them so far"
-                                        for s in seeds if s not in full)
+    every = " in every seed" if len(seeds) > 1 else ""
+    where = "; ".join(([seeds_named(full)] if full else [])
+                      + [f"seed {s} for {sum(s in ran(t, r) for r in present)}" for s in seeds if s not in full])
     return (f"[Every other method](reports/tasks/README.md#every-method-on-the-track) ({so_far}{where}): "
             f"all five tasks learned at L{every} by {named(learned_all)}; `copy`, `recall` and `passkey` kept at 50% or "
             f"more at 16x{every} by {named(kept)}{drope}.")

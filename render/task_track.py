@@ -86,6 +86,13 @@ class Track:
         self.seeds = tuple(sorted({r["seed"] for r in self.rows}))
         self.L = min(r["train_length"] for r in self.rows)
         self.lengths = sorted({r["length"] for r in self.rows})
+        self.ran: dict[str, list[int]] = {}  # run -> the seeds it has rows for (the added methods' arrive a few at a time)
+        self.sequences: dict[tuple, int] = {}  # (run, seed, task, length) -> sequences a cell pools: its bands' samples
+        for r in self.rows:
+            self.ran.setdefault(r["run"], set()).add(r["seed"])
+            key = (r["run"], r["seed"], r["task"], r["length"])
+            self.sequences[key] = self.sequences.get(key, 0) + r["samples"]
+        self.ran = {run: sorted(seeds) for run, seeds in self.ran.items()}
         self.bands_of = {}
         for r in sorted(self.rows, key=lambda r: r["distance_lo"]):
             key = (r["run"], r["seed"], r["task"], curve_label(r), r["length"])
@@ -1274,20 +1281,15 @@ def added_lists(t: Track, present: list[str], names: dict[str, str] = ADDED) -> 
     """The added methods, by name, that learned all five tasks at L on every seed they ran, and that kept the induction
     tasks at 50% or more at 16x L on every seed they ran."""
     x16 = 16 * t.L
-    return ([names[r] for r in present if all(t.learned.get((r, s, task), False) for task in TASKS for s in ran(t, r))],
+    return ([names[r] for r in present if all(t.learned.get((r, s, task), False) for task in TASKS for s in t.ran[r])],
             [names[r] for r in present if all((t.pooled.get((r, s, task, label_of(t, r), x16)) or 0) >= 0.5
-                                              for task in INDUCTION for s in ran(t, r))])
+                                              for task in INDUCTION for s in t.ran[r])])
 
 
 def added_present(t: Track) -> tuple[list[str], list[int]]:
     """The added methods with rows on the track, and the seeds any of them ran."""
     present = [run for run in ADDED if any(r["run"] == run for r in t.rows)]
     return present, sorted({r["seed"] for r in t.rows if r["run"] in present})
-
-
-def ran(t: Track, run: str) -> list[int]:
-    """The seeds a run has rows for: the added methods' seeds are trained a few at a time."""
-    return sorted({r["seed"] for r in t.rows if r["run"] == run})
 
 
 def every_method(reports: Path) -> str:
@@ -1306,14 +1308,14 @@ def every_method(reports: Path) -> str:
         return t.pooled.get((run, s, task, label, n))
 
     def cell(run, label, task, n):
-        values = [at(run, label, task, n, s) if s in ran(t, run) else "-" for s in seeds]
+        values = [at(run, label, task, n, s) if s in t.ran[run] else "-" for s in seeds]
         return "n/a" if None in values else " / ".join(v if v == "-" else pct(v) for v in values)
 
     def missed(run):
-        lost = {task: [s for s in seeds if s in ran(t, run) and not t.learned.get((run, s, task), False)]
+        lost = {task: [s for s in seeds if s in t.ran[run] and not t.learned.get((run, s, task), False)]
                 for task in TASKS}
         return "; ".join(f"`{task}` ({', '.join(map(str, ss))})" for task, ss in lost.items() if ss) or "none"
-    partial = any(ran(t, run) != seeds for run in present)
+    partial = any(t.ran[run] != seeds for run in present)
     lines = ["| run | not learned at L (seeds) | " + " | ".join(f"`{task}` at 16x" for task in TASKS) + " |",
              "|---|---|" + "---:|" * len(TASKS)]
     for run, label, name in shown:
@@ -1368,13 +1370,9 @@ def drawn_positions(reports: Path, t: Track, runs: list[str]) -> str:
         return paragraph("Not measured yet with the positions drawn at evaluation: `make task-drawn SEED_NUMBERS=...`.")
     d = track(folder)
     x16 = 16 * t.L
-    runs = [r for r in runs if any(row["run"] == r for row in d.rows)]
-    seeds = {r: sorted({row["seed"] for row in d.rows if row["run"] == r}) for r in runs}
-    lengths = sorted({row["length"] for row in d.rows})
-    answered = {}  # (run, seed, task, length) -> sequences: a band's samples, summed over the bands of the length
-    for row in d.rows:
-        key = (row["run"], row["seed"], row["task"], row["length"])
-        answered[key] = answered.get(key, 0) + row["samples"]
+    runs = [r for r in runs if r in d.ran]
+    seeds = {r: d.ran[r] for r in runs}
+    lengths = d.lengths
 
     def cell(run, task, n):
         drawn = " / ".join(pct(d.pooled[(run, s, task, DRAWN, n)]) for s in seeds[run])
@@ -1391,7 +1389,7 @@ def drawn_positions(reports: Path, t: Track, runs: list[str]) -> str:
         """1: drawn above contiguous at L in every seed, -1: below in every seed, 0: otherwise (95% intervals)."""
         sides = set()
         for s in seeds[run]:
-            n = answered[(run, s, task, t.L)]
+            n = d.sequences[(run, s, task, t.L)]
             (lo_d, hi_d), (lo_c, hi_c) = (interval(d.pooled[(run, s, task, DRAWN, t.L)], n),
                                           interval(t.pooled[(run, s, task, "none", t.L)], n))
             sides.add(1 if lo_d > hi_c else -1 if hi_d < lo_c else 0)
@@ -1429,7 +1427,7 @@ def drope_sides(t: Track, seeds: list[int]) -> tuple[list[str], list[str], list[
     def side(task, s):
         """1: DroPE above YaRN, -1: below, 0: their intervals overlap."""
         d, y = t.pooled[("drope", s, task, label, x16)], t.pooled[("rope", s, task, SCALED["yarn"], x16)]
-        n = sum(r["samples"] for r in t.rows if (r["run"], r["seed"], r["task"], r["length"]) == ("drope", s, task, x16))
+        n = t.sequences[("drope", s, task, x16)]
         (lo_d, hi_d), (lo_y, hi_y) = interval(d, n), interval(y, n)
         return 1 if lo_d > hi_y else -1 if hi_d < lo_y else 0
     sides = {task: {side(task, s) for s in seeds} for task in TASKS}
@@ -1449,7 +1447,7 @@ def against_own_base(reports: Path, t: Track, seeds: list[int]) -> str:
         base = pooled(previous_rows(path, "eval.tasks", "accuracy"))
         sides = {}
         for task in TASKS:
-            n = sum(r["samples"] for r in t.rows if (r["run"], r["seed"], r["task"], r["length"]) == ("drope", s, task, x16))
+            n = t.sequences[("drope", s, task, x16)]
             (lo_d, hi_d), (lo_y, hi_y) = (interval(t.pooled[("drope", s, task, label, x16)], n),
                                           interval(base[("rope", s, task, yarn, x16)], n))
             sides[task] = "above" if lo_d > hi_y else "below" if hi_d < lo_y else "level"
@@ -1597,10 +1595,10 @@ def added_sentence(t: Track) -> str:
                  f"{listed(above) if above else 'no task'}, below on {listed(below) if below else 'no task'}"
                  + (", not relearned at L" if below and set(below) <= set(drope_unlearned(t, seeds)) else ""))
     so_far = f"{len(present)} of the {len(ADDED)} so far, " if len(present) < len(ADDED) else ""
-    full = [s for s in seeds if all(s in ran(t, r) for r in present)]  # the seeds every method ran; then the others
+    full = [s for s in seeds if all(s in t.ran[r] for r in present)]  # the seeds every method ran; then the others
     every = " in every seed" if len(seeds) > 1 else ""
     where = "; ".join(([seeds_named(full)] if full else [])
-                      + [f"seed {s} for {sum(s in ran(t, r) for r in present)}" for s in seeds if s not in full])
+                      + [f"seed {s} for {sum(s in t.ran[r] for r in present)}" for s in seeds if s not in full])
     return (f"[Every other method](reports/tasks/README.md#every-method-on-the-track) ({so_far}{where}): "
             f"all five tasks learned at L{every} by {named(learned_all)}; `copy`, `recall` and `passkey` kept at 50% or "
             f"more at 16x{every} by {named(kept)}{drope}.")

@@ -1,6 +1,6 @@
 """The task track's committed rows and logs (reports/tasks), and the sentences of other pages about them.
 
-The track's page renders its measured paragraphs from these rows (render/task_track.py, checked by
+The track's page renders its measured paragraphs from these rows (render/task_track/, checked by
 tests/test_rendered.py); what stays here checks the data itself, the model properties those paragraphs assume, and the
 sentences about the track in reports/extrapolation/README.md (README.md's paragraph on it is rendered).
 """
@@ -109,8 +109,8 @@ def learned_at_L(run: str, seed: int = 11) -> set[str]:
 
 
 def added_runs(seed: int) -> set[str]:
-    """make extrapolation-tasks-added's runs in the rows of a seed (render.task_track.ADDED), on its seeds 11-13."""
-    from render.task_track import ADDED
+    """make extrapolation-tasks-added's runs in the rows of a seed (render.task_track.methods.ADDED), on its seeds 11-13."""
+    from render.task_track.methods import ADDED
     added = {r["run"] for r in TRACK_ROWS if r["seed"] == seed} - set(AT_L)
     assert added <= set(ADDED) and (not added or seed in (11, 12, 13)), added
     return added
@@ -118,7 +118,8 @@ def added_runs(seed: int) -> set[str]:
 
 def test_the_track_is_every_run_of_every_seed_at_every_length_and_band():
     from render.rows import curve_label
-    from render.task_track import label_of, track
+    from render.task_track.methods import label_of
+    from render.task_track.track import track
     assert {r["seed"] for r in TRACK_ROWS} == set(TRACK_SEEDS)
     for seed in TRACK_SEEDS:
         rows = [r for r in TRACK_ROWS if r["seed"] == seed]
@@ -159,7 +160,8 @@ def test_a_seed_that_some_added_methods_have_not_run_shows_as_such(tmp_path):
     or kept is said over the seeds it ran, not counted as a failure on the others (here KERPLE's seed 11 taken out)."""
     import gzip
     import shutil
-    from render.task_track import ADDED, added_sentence, every_method, track
+    from render.task_track.methods import ADDED, added_sentence, every_method
+    from render.task_track.track import track
     shutil.copytree(TASK_REPORT, tmp_path / "reports" / "tasks")
     for folder in ("make", "configs"):
         (tmp_path / folder).symlink_to(ROOT / folder)
@@ -233,7 +235,7 @@ def test_context_methods_on_the_track_are_the_makefiles():
 
 def test_the_pages_shown_distances_are_the_models():
     from model.context import CONTEXT_METHODS
-    from render.task_track import leaky_rerope_distance, self_extend_distance
+    from render.task_track.context import leaky_rerope_distance, self_extend_distance
     method = CONTEXT_METHODS["self-extend"](group_size=4, window=32)  # the defaults at L = 128
     for n in (128, 512):
         assert int(method.distance(torch.tensor([n - 1]), torch.tensor([0]))[0, 0]) == self_extend_distance(n - 1, 4, 32)
@@ -263,7 +265,7 @@ def heads() -> dict[tuple[str, int, str], dict]:
 
 
 def test_the_heads_probe_covers_every_recipe_run_of_the_track():
-    from render.task_track import ADDED
+    from render.task_track.methods import ADDED
     runs = {(run, seed) for run, seed, _ in heads()}
     encodings = {(e, s) for s in TRACK_SEEDS for e in AT_L if AT_L[e][1] == L}  # the fine-tunes aside
     assert encodings <= runs and {run for run, _ in runs - encodings} <= set(ADDED)  # and the added encodings
@@ -271,7 +273,7 @@ def test_the_heads_probe_covers_every_recipe_run_of_the_track():
 
 def test_the_pages_alibi_slopes_are_the_models():
     from model.positions import alibi_slopes
-    from render.task_track import alibi_slope
+    from render.task_track.track import alibi_slope
     assert [f"1/{round(1 / v)}" for v in alibi_slopes(4).tolist()] == [alibi_slope(h, 4) for h in range(4)]
 
 

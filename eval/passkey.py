@@ -11,7 +11,9 @@ has no digit tokens) at a depth of the filler (0: first, 1: last, between two re
 the pass key? The pass key is". A trial is right when the key is in the text the model generates greedily after the
 question (its tokens and EXTRA_TOKENS more, room for a lead-in such as " the"), as the papers' scripts read the
 answer; `key_tokens` is the mean share of the key's tokens that are the model's top prediction after the key's tokens
-before them, partial retrieval.
+before them, partial retrieval; `held` (5-digit keys) counts the trials whose every digit is the model's top
+prediction after the answer's tokens before it: the key held, whatever the greedy answer starts with (a model that
+answers " the pass key. The pass key is ..." never reaches the digits it holds).
 The keys are drawn from --seed, the same for every model, depth and scaling. Depths share the filler before their
 key: its keys and values are computed once per length, and every trial continues them (deepest key first), so a
 cell costs the tokens after its key; each row is written as its depth is measured.
@@ -62,6 +64,7 @@ DEFAULT_DEPTHS = "0,0.25,0.5,0.75,1"
 DEFAULT_TRIALS = 20
 EXTRA_TOKENS = 4  # generated beyond the key's own tokens, for a lead-in such as " the" or ":"
 TRIALS = "passkey-trials.jsonl"  # the finished trials of unfinished rows (TrialLog)
+DIGITS = "5 digits"  # the keys where the tokenizer has digit tokens (draw_keys)
 
 
 def has_digits(tokenizer) -> bool:
@@ -76,7 +79,7 @@ def draw_keys(tokenizer, seed: int, n: int) -> tuple[str, list[str]]:
     model has seen (eval.probe's key_words; a digit there is a byte it has rarely met)."""
     rng = random.Random(seed)
     if has_digits(tokenizer):
-        return "5 digits", [str(k) for k in rng.sample(range(10_000, 100_000), n)]
+        return DIGITS, [str(k) for k in rng.sample(range(10_000, 100_000), n)]
     words = [w for w, _ in key_words(tokenizer)]
     if not words:
         raise UserError("the tokenizer holds neither digits nor whole words as single tokens: no passkey to ask")
@@ -224,6 +227,13 @@ def predictions(model, prompts: Prompts, length: int, depths: list[float], devic
         yield depth, out
 
 
+def held(prompts: Prompts, trials: list[tuple]) -> int:
+    """Trials whose every digit of the key is the top prediction after the answer's tokens before it (each digit is a
+    token of its own: has_digits), from each trial's (generated, teacher)."""
+    return sum(teacher[-len(key):] == answer[-len(key):]
+               for key, answer, (_, teacher) in zip(prompts.keys, prompts.answers, trials))
+
+
 def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[float], seed: int, trials: int,
                 device, previous: list[dict], on_row, log: TrialLog, context: ContextConfig | None = None) -> None:
     """Every (scaling, length, depth) row of one run not among the `previous` rows, handed to on_row as it is
@@ -239,13 +249,16 @@ def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[f
     for r in previous:
         if (r["run"], r["seed"]) != (run.name, run.seed) or "seconds" not in r:
             continue  # another run's row, or one that repeats another row's numbers
+        logged = log.finished(row_key(r), prompts.keys, r.get("model"))
+        if prompts.kind == DIGITS and "held" not in r and len(logged) == r["trials"]:  # a row from before `held`
+            r["held"] = held(prompts, [logged[i] for i in sorted(logged)])
         variants = dict(model_variants(run, methods, r["length"], context))
         if r["scaling"] in variants:
             measured.setdefault((repr(variants[r["scaling"]]), r["length"]), {})[r["depth"]] = r
 
     def emit(row: dict, known: dict) -> None:  # the row with its depth's numbers, measured under its label or another's
         numbers = known[row["depth"]]
-        on_row({**row, **{k: numbers[k] for k in ("value", "hits", "trials", "key_tokens")},
+        on_row({**row, **{k: numbers[k] for k in ("value", "hits", "trials", "key_tokens", "held") if k in numbers},
                 "context": numbers.get("context"),  # rows from before context methods have none
                 **({"model": numbers["model"]} if "model" in numbers else {}),  # and from before model_identity
                 **({"seconds": numbers["seconds"]} if numbers["scaling"] == row["scaling"]
@@ -282,6 +295,7 @@ def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[f
                               for (_, teacher), answer in zip(trials, prompts.answers)]
                     known[d] = {"scaling": label, "value": round(hits / len(trials), 4), "hits": hits,
                                 "trials": len(trials), "key_tokens": round(statistics.fmean(shares), 4),
+                                **({"held": held(prompts, trials)} if prompts.kind == DIGITS else {}),
                                 "seconds": round(log.seconds(row_key(rows[d]), prompts.keys, identity), 2),
                                 "context": context_settings(model, context), "model": identity}
                     emit(rows[d], known)

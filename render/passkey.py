@@ -29,8 +29,9 @@ def cell_value(rows: list[dict]) -> float | None:
 
 
 CELL = ("Each cell: the share of trials whose key is in the greedy continuation (right / trials, over all seeds; the "
-        "mean share of the key's tokens predicted; the seconds its trials took, the deepest key's cell also the "
-        "filler before it, computed once for every depth); = none: s = 1 is plain RoPE.")
+        "mean share of the key's tokens predicted, and of 5-digit keys the trials whose every digit is, after the "
+        "answer before it: held; the seconds its trials took, the deepest key's cell also the filler before it, "
+        "computed once for every depth); = none: s = 1 is plain RoPE.")
 
 
 def markdown(rows: list[dict]) -> str:
@@ -61,7 +62,8 @@ def tables(rows: list[dict], level: str = "##") -> list[str]:
                     hits, trials = sum(r["hits"] for r in group), sum(r["trials"] for r in group)
                     tokens = statistics.fmean(r["key_tokens"] for r in group)
                     seconds = statistics.fmean(r["seconds"] for r in group)
-                    values.append(f"{cell_value(group):.2f} ({hits}/{trials}; {tokens:.2f}; {seconds:,.0f} s)")
+                    held = f", {sum(r['held'] for r in group)} held" if all("held" in r for r in group) else ""
+                    values.append(f"{cell_value(group):.2f} ({hits}/{trials}; {tokens:.2f}{held}; {seconds:,.0f} s)")
             lines.append(f"| {d:g} | " + " | ".join(values) + " |")
         lines.append("")
     return lines

@@ -323,15 +323,29 @@ def passkey_map(rows: list[dict], names: dict[str, str], lengths: list[int], png
     measured), and at the longest length over every depth with a 95% interval over keys (each key is an independent
     trial: render.tasks.interval); a gap is said only where the two intervals do not overlap."""
     models = {(BASE, "yarn"): "training-free YaRN"} | {(run, "yarn (fine-tuned)"): name for run, name in names.items()}
-    cells = {(r["run"], r["scaling"], r["length"], r["depth"]): (r["hits"], r["trials"]) for r in rows
-             if (r["run"], r["scaling"]) in models and r.get("hits") is not None}
+    ours = [r for r in rows if (r["run"], r["scaling"]) in models and r.get("hits") is not None]
+    cells = {(r["run"], r["scaling"], r["length"], r["depth"]): (r["hits"], r["trials"]) for r in ours}
+    held = {(r["run"], r["scaling"], r["length"], r["depth"]): r["held"] for r in ours if "held" in r}
     depths = sorted({d for (*_, d) in cells})
+
+    def cell(key: tuple) -> str:
+        if key not in cells:
+            return "-"
+        return "%d/%d" % cells[key] + (f" ({held[key]} held)" if held.get(key, cells[key][0]) != cells[key][0] else "")
     lines = ["| model | key at depth | " + " | ".join(number(n) for n in lengths) + " |",
              "|---|---:|" + "---:|" * len(lengths)]
     for (run, scaling), name in models.items():
         for d in depths:
-            lines.append(f"| {name} | {d:g} | " + " | ".join(
-                "%d/%d" % cells[(run, scaling, n, d)] if (run, scaling, n, d) in cells else "-" for n in lengths) + " |")
+            lines.append(f"| {name} | {d:g} | " + " | ".join(cell((run, scaling, n, d)) for n in lengths) + " |")
+    apart = [(key, cells[key], n) for key, n in held.items()
+             if interval(n / cells[key][1], cells[key][1])[0] > interval(cells[key][0] / cells[key][1], cells[key][1])[1]]
+    kept = paragraph(
+        "A key can be held and not found: held counts the trials whose every digit is the model's top prediction "
+        "after the answer's tokens before it (`eval.passkey`'s `held`, in the rows measured or logged since it was "
+        "added), so a held key that is not found is one the greedy answer does not start with.",
+        *(f"{capital(models[key[:2]])} at {number(key[2])} tokens with the key at depth {key[3]:g} finds {hits} of "
+          f"{trials} keys and holds {n}, 95% intervals apart: it misses the answer's form, not the key." for
+          key, (hits, trials), n in apart)) if held else ""
     x4 = lengths[-1]
     total = {model: [sum(v) for v in zip(*(cells[(*model, x4, d)] for d in depths))]
              for model in models if all((*model, x4, d) in cells for d in depths)}
@@ -347,7 +361,7 @@ def passkey_map(rows: list[dict], names: dict[str, str], lengths: list[int], png
               "there." if lo > base[1] or hi < base[0] else
               f"{capital(models[m])} and training-free YaRN are not told apart there."
               for m, (lo, hi) in bounds.items() if m != (BASE, "yarn")))
-    return "\n\n".join(x for x in ["\n".join(lines), said, f"The heat maps: [{png}]({png})."] if x)
+    return "\n\n".join(x for x in ["\n".join(lines), kept, said, f"The heat maps: [{png}]({png})."] if x)
 
 
 def capital(text: str) -> str:

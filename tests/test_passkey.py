@@ -44,22 +44,57 @@ def test_a_prompt_has_the_length_asked_and_its_key_at_its_depth(tiny_run, length
     assert len(set(map(tuple, prompts.answers))) > 1  # keys differ between trials
 
 
+class Digits:  # a tokenizer with one token per character: digits are tokens of their own
+    bos_id = None
+
+    def encode(self, text):
+        return [ord(c) for c in text]
+
+    def piece(self, i):
+        return chr(i)
+
+    def decode(self, ids):
+        return "".join(map(chr, ids))
+
+
 def test_a_tokenizer_with_digits_gets_five_digit_keys(tiny_run):
-    class Digits:  # a tokenizer with one token per character: digits are tokens of their own
-        bos_id = None
-
-        def encode(self, text):
-            return [ord(c) for c in text]
-
-        def piece(self, i):
-            return chr(i)
-
-        def decode(self, ids):
-            return "".join(map(chr, ids))
     prompts = Prompts(Digits(), seed=0, trials=20)
     assert prompts.kind == "5 digits" and len(set(prompts.keys)) == 20
     assert all(len(k) == 5 and k.isdigit() for k in prompts.keys)
     assert prompts.answers[0] == [ord(c) for c in " " + prompts.keys[0]]
+
+
+def test_a_key_is_held_when_every_digit_is_predicted_after_the_answer_before_it():
+    prompts = Prompts(Digits(), seed=0, trials=4)
+    a = prompts.answers  # " NNNNN": a space, then the digits
+    teachers = [a[0],  # the whole answer
+                [ord("t")] + a[1][1:],  # " the ..." first, every digit right after the true answer before it
+                a[2][:-1] + [ord("0") + (int(prompts.keys[2][-1]) + 1) % 10],  # the last digit wrong
+                a[3][:1] + [ord("x")] + a[3][2:]]  # the first digit wrong
+    assert passkey.held(prompts, [([], t) for t in teachers]) == 2
+
+
+def test_rows_from_before_held_get_it_from_the_trials_the_log_still_holds(tiny_run, tmp_path, monkeypatch):
+    """`held` is counted as a row is measured; a row written before it was, whose trials the log still holds under
+    the same keys and weights (a kill keeps them), gets it on --resume from them, measuring nothing."""
+    monkeypatch.setattr(passkey, "load_tokenizer", lambda path: Digits())  # ASCII ids fit the tiny run's vocabulary
+    common = [str(tiny_run), "--lengths", "512", "--depths", "0", "--trials", "2", "--scaling", "none",
+              "--device", "cpu", "--out", str(tmp_path), "--resume"]  # a character a token: 512 fit the prompt
+    (row,) = passkey.main(common)
+    assert row["keys"] == "5 digits" and 0 <= row["held"] <= 2
+    del row["held"]
+    (tmp_path / "passkey.json").write_text(json.dumps([row]))
+    prompts = Prompts(Digits(), seed=0, trials=2)
+    log = passkey.TrialLog(tmp_path / passkey.TRIALS, resume=True)
+    a = prompts.answers
+    for i, teacher in enumerate([[ord("t")] + a[0][1:], a[1][:-1] + [ord("x")]]):  # held, then not
+        log.add(row_key(row), prompts.keys, row["model"], i, ([], teacher), 1.0)
+    add, added = passkey.TrialLog.add, []
+    monkeypatch.setattr(passkey.TrialLog, "add", lambda self, *args: (add(self, *args), added.append(args[3])))
+    (again,) = passkey.main(common)
+    assert added == [] and again == {**row, "held": 1}
+    assert json.loads((tmp_path / "passkey.json").read_text()) == [again]
+    assert not (tmp_path / passkey.TRIALS).exists()  # the row is written: its trials leave the log
 
 
 @pytest.fixture(scope="module")

@@ -143,6 +143,26 @@ def test_the_cpu_passkey_map_renders_cell_by_cell_and_compares_only_apart(tmp_pa
     assert "Not yet measured" not in after_cells.split("**The YaRN")[0]
 
 
+def test_a_key_held_but_not_found_is_told_apart_from_one_lost(tmp_path):
+    """`held` (every digit the top prediction after the answer before it) beside the keys found: a cell shows it where
+    it differs, and a sentence names the cells whose two counts have 95% intervals apart."""
+    import shutil
+    from render.smollm2 import same_tokens
+    folder = tmp_path / "smollm2"
+    shutil.copytree(REPORT, folder, ignore=shutil.ignore_patterns("gpu"))
+    committed = [r for r in json.loads((REPORT / "passkey.json").read_text()) if r["run"] != "smollm2-yarn"]
+    tuned = [{**key_row("smollm2-yarn", "yarn (fine-tuned)", L, d, hits), "held": held}
+             for d, hits, held in ((0, 20, 20), (0.5, 1, 20), (1, 1, 3))]
+    (folder / "passkey.json").write_text(json.dumps(committed + tuned))
+    text = " ".join(same_tokens(folder).split())
+    assert "| the YaRN fine-tune | 0 | 20/20 | - | - |" in text  # held as found: nothing added
+    assert "| the YaRN fine-tune | 0.5 | 1/20 (20 held) | - | - |" in text
+    assert "| the YaRN fine-tune | 1 | 1/20 (3 held) | - | - |" in text
+    assert ("The YaRN fine-tune at 8,192 tokens with the key at depth 0.5 finds 1 of 20 keys and holds 20, 95% "
+            "intervals apart") in text
+    assert "depth 1 finds" not in text  # 1 and 3 of 20 are not told apart
+
+
 def test_dynamic_ntk_on_the_same_tokens_is_told_as_this_repo_caches_it(tmp_path):
     """Native dynamic NTK caches keys before rotation (the YaRN paper, section 3.3); transformers' cache keeps each
     key's old rotation. The paragraph compares them at 4L, where the rows by length read the same tokens, with the

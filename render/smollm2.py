@@ -337,15 +337,17 @@ def passkey_map(rows: list[dict], names: dict[str, str], lengths: list[int], png
     for (run, scaling), name in models.items():
         for d in depths:
             lines.append(f"| {name} | {d:g} | " + " | ".join(cell((run, scaling, n, d)) for n in lengths) + " |")
-    apart = [(key, cells[key], n) for key, n in held.items()
-             if interval(n / cells[key][1], cells[key][1])[0] > interval(cells[key][0] / cells[key][1], cells[key][1])[1]]
+    share = lambda count, key: interval(count / cells[key][1], cells[key][1])  # noqa: E731  (a 95% interval)
+    apart = [(key, cells[key], n) for key, n in sorted(held.items(), key=lambda kv: (list(models).index(kv[0][:2]), kv[0]))
+             if share(n, key)[0] > share(cells[key][0], key)[1]]
     kept = paragraph(
         "A key can be held and not found: held counts the trials whose every digit is the model's top prediction "
-        "after the answer's tokens before it (`eval.passkey`'s `held`, in the rows measured or logged since it was "
-        "added), so a held key that is not found is one the greedy answer does not start with.",
-        *(f"{capital(models[key[:2]])} at {number(key[2])} tokens with the key at depth {key[3]:g} finds {hits} of "
-          f"{trials} keys and holds {n}, 95% intervals apart: it misses the answer's form, not the key." for
-          key, (hits, trials), n in apart)) if held else ""
+        "after the answer's tokens before it (`eval.passkey`'s `held`, shown where it differs from the keys found; "
+        "rows measured before it was counted have none), so a key held and not found is one whose greedy answer starts "
+        "with another token.",
+        f"Where the two counts' 95% intervals are apart, the model misses the answer's form, not the key: "
+        + listed([f"{models[key[:2]]} at {number(key[2])} tokens with the key at depth {key[3]:g} ({hits} of {trials} "
+                  f"found, {n} held)" for key, (hits, trials), n in apart]) + "." if apart else "") if held else ""
     x4 = lengths[-1]
     total = {model: [sum(v) for v in zip(*(cells[(*model, x4, d)] for d in depths))]
              for model in models if all((*model, x4, d) in cells for d in depths)}
@@ -374,12 +376,12 @@ def signed(change: float) -> str:
     return "0.00%" if text in ("+0.00%", "-0.00%") else text
 
 
-def keys_found(folder: Path) -> dict[tuple[str, int, float], tuple[int, int, float]]:
-    """passkey.json as {(scaling, length, depth): (hits, trials, share of the key's digits predicted right)}; a cell
-    measured twice counts once."""
+def keys_found(folder: Path) -> dict[tuple[str, int, float], tuple[int, int, float, int | None]]:
+    """passkey.json as {(scaling, length, depth): (hits, trials, share of the key's tokens predicted right, keys held
+    (None in rows from before eval.passkey counted them))}; a cell measured twice counts once."""
     rows = previous_rows(folder / "passkey.json", "eval.passkey", "depth")
-    return {(r["scaling"], r["length"], r["depth"]): (r["hits"], r["trials"], r["key_tokens"]) for r in rows
-            if r["run"] == BASE}
+    return {(r["scaling"], r["length"], r["depth"]): (r["hits"], r["trials"], r["key_tokens"], r.get("held"))
+            for r in rows if r["run"] == BASE}
 
 
 def by_length(folder: Path) -> str:
@@ -396,6 +398,7 @@ def by_length(folder: Path) -> str:
     where = {first: "first", middle: "in the middle", last: "last, just before the question"}
     digits = lambda scaling, n, d: f"{100 * keys[(scaling, n, d)][2]:.1f}%".replace(".0%", "%")  # noqa: E731
     hits = lambda scaling, n, d: keys[(scaling, n, d)][0]  # noqa: E731
+    held = lambda scaling, n, d: keys[(scaling, n, d)][3]  # noqa: E731
     trials = keys[("none", L, middle)][1]
     G, W = r.settings["self-extend"]["group_size"], r.settings["self-extend"]["window"]
     shown = (x4 - 1) // G + W - W // G  # the largest distance Self-Extend shows at x4 (grouped keys, then the window)
@@ -429,21 +432,26 @@ def by_length(folder: Path) -> str:
                         "**At its own context the passkey is found only in the middle.**"),
                   f"SmolLM2 finds every key at {listed([number(n) for n in below])} tokens at every depth. At "
                   f"{number(L)}, its context, it finds all {trials} keys placed {where[middle]}, but none placed "
-                  f"{where[first]} (its prediction of each digit, given the digits before it, right "
-                  f"{digits('none', L, first)} of the time) and none placed {where[last]} ({digits('none', L, last)}).",
+                  f"{where[first]} and none placed {where[last]}.",
+                  claim(held("none", L, last) == trials and held("none", L, first) <= trials // 10,
+                        f"The two misses differ. It holds all {trials} of the last keys: after the answer's tokens "
+                        "before it, each digit is its top prediction, but its greedy answer starts with another token "
+                        "(eval.passkey's `held`). Of the first keys it holds "
+                        f"{held('none', L, first)} ({digits('none', L, first)} of the key's tokens predicted right)."),
                   claim(all(hits("none", x2, d) == 0 for d in depths)
                         and hits("yarn", x2, middle) == hits("yarn", x2, last) == trials and hits("yarn", x2, first) == 0,
-                        f"At {number(x2)} unscaled it finds none at any depth (its digits right "
-                        + listed([digits("none", x2, d) for d in depths]) + f" of the time, first to last); with YaRN (s = {x2 // L}) it finds all {trials} of the middle and of the last keys, and "
-                        f"none of the first ({digits('yarn', x2, first)} of the digits)."),
+                        f"At {number(x2)} unscaled it finds none at any depth (the key's tokens right "
+                        + listed([digits("none", x2, d) for d in depths]) + f" of the time, first to last); with YaRN "
+                        f"(s = {x2 // L}) it finds all {trials} of the middle and of the last keys, and none of the first "
+                        f"({digits('yarn', x2, first)} of the key's tokens)."),
                   claim(hits("yarn", x4, middle) == hits("yarn", x4, last) == trials and hits("yarn", x4, first) == 0,
                         f"At {number(x4)} with YaRN (s = {x4 // L}) the same: all of the middle and of the last keys, "
-                        f"none of the first ({digits('yarn', x4, first)} of the digits).")
+                        f"none of the first ({digits('yarn', x4, first)} of the key's tokens).")
                   if all(("yarn", x4, d) in keys for d in depths) else "",
-                  "So without scaling, retrieval from both ends of the prompt fails between "
-                  f"{number(below[-1])} and {number(L)} tokens while the middle still holds at {number(L)}: the reverse "
-                  "of the U shape of Liu et al. 2023 (\"Lost in the Middle\", arXiv 2307.03172, figure 1), where the "
-                  "ends are found best."),
+                  "So without scaling, the key at the start of the prompt is lost between "
+                  f"{number(below[-1])} and {number(L)} tokens, while the middle and the end are still read at "
+                  f"{number(L)}: not the U shape of Liu et al. 2023 (\"Lost in the Middle\", arXiv 2307.03172, "
+                  "figure 1), where the ends are found best."),
         paragraph(claim(worst < 0.01,
                         "**Training-free context methods come within 1% of YaRN's perplexity past L or below it, and so "
                         f"does reading only the last {number(sinks['window'])} tokens.**"),

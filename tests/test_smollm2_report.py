@@ -158,9 +158,10 @@ def test_a_key_held_but_not_found_is_told_apart_from_one_lost(tmp_path):
     assert "| the YaRN fine-tune | 0 | 20/20 | - | - |" in text  # held as found: nothing added
     assert "| the YaRN fine-tune | 0.5 | 1/20 (20 held) | - | - |" in text
     assert "| the YaRN fine-tune | 1 | 1/20 (3 held) | - | - |" in text
-    assert ("The YaRN fine-tune at 8,192 tokens with the key at depth 0.5 finds 1 of 20 keys and holds 20, 95% "
-            "intervals apart") in text
-    assert "depth 1 finds" not in text  # 1 and 3 of 20 are not told apart
+    assert ("intervals are apart, the model misses the answer's form, not the key: training-free YaRN at 8,192 tokens "
+            "with the key at depth 1 (0 of 20 found, 20 held) and the YaRN fine-tune at 8,192 tokens with the key at "
+            "depth 0.5 (1 of 20 found, 20 held).") in text
+    assert "(1 of 20 found, 3 held)" not in text  # 1 and 3 of 20 are not told apart
 
 
 def test_dynamic_ntk_on_the_same_tokens_is_told_as_this_repo_caches_it(tmp_path):

@@ -126,7 +126,7 @@ def test_the_cpu_passkey_map_renders_cell_by_cell_and_compares_only_apart(tmp_pa
     from render.smollm2 import same_tokens
     folder = tmp_path / "smollm2"
     shutil.copytree(REPORT, folder, ignore=shutil.ignore_patterns("gpu"))
-    committed = json.loads((REPORT / "passkey.json").read_text())
+    committed = [r for r in json.loads((REPORT / "passkey.json").read_text()) if r["run"] != "smollm2-yarn"]  # its own
     tuned = [key_row("smollm2-yarn", "yarn (fine-tuned)", L, d, 20) for d in (0, 0.5, 1)]
     (folder / "passkey.json").write_text(json.dumps(committed + tuned))
     text = " ".join(same_tokens(folder).split())

@@ -1,6 +1,6 @@
 """What the text study's pages say that their rows alone cannot check (README.md and reports/extrapolation/README.md).
 
-The measured paragraphs of both pages are rendered by `make reports` from their rows (render/text_study.py and the
+The measured paragraphs of both pages are rendered by `make reports` from their rows (render/text_study/ and the
 other page modules: each comparative sentence written only while its predicate holds), and tests/test_rendered.py fails
 on any difference. Here: README.md's headline claims as rendered blocks (and one made false by its rows, stopping the
 rendering), and what the pages say that rows alone cannot check: how many runs a seed is, the recipe's parameter count,
@@ -108,7 +108,7 @@ def test_text_context_rows_are_at_the_methods_defaults():
 
 
 def test_self_extend_shows_the_first_token_where_the_page_says():
-    """The page renders Self-Extend's shown distance from its formula (render/text_study.py); the model agrees."""
+    """The page renders Self-Extend's shown distance from its formula (render/text_study/context.py); the model agrees."""
     from model.context import CONTEXT_METHODS
     method = CONTEXT_METHODS["self-extend"](**context_defaults("self-extend"))
     shown = [int(method.distance(torch.tensor([n - 1]), torch.tensor([0]))[0, 0]) for n in (X4, X16)]

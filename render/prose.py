@@ -50,6 +50,11 @@ def seeds_named(which: list[int]) -> str:
     return f"seed{'s' if len(which) > 1 else ''} {listed([str(s) for s in which])}" if which else "no seed"
 
 
+def named(items: list[str]) -> str:
+    """a, b and c; or "none of them"."""
+    return listed(items) if items else "none of them"
+
+
 def listed(items: list[str]) -> str:
     """a, b and c."""
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

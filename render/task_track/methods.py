@@ -7,7 +7,7 @@ import statistics
 from pathlib import Path
 
 from config import Config, load_config
-from render.prose import claim, listed, number, paragraph, seeds_named
+from render.prose import claim, listed, named, number, paragraph, seeds_named
 from render.rows import previous_rows
 from render.tasks import DRAWN, RESULTS, interval, pooled
 from render.task_track.track import FINE_TUNED, INDUCTION, SCALED, TASKS, Track, pct, track
@@ -27,10 +27,6 @@ def label_of(t: Track, run: str) -> str:
     """A run's own curve: unscaled, or a fine-tune's (continued runs are named '... (fine-tuned)')."""
     return FINE_TUNED.get(run) or ("none (fine-tuned)" if any(r["run"] == run and r["scaling"] == "none (fine-tuned)"
                                                               for r in t.rows) else "none")
-
-
-def named(runs: list[str]) -> str:
-    return listed(runs) if runs else "none of them"
 
 
 def added_lists(t: Track, present: list[str], names: dict[str, str] = ADDED) -> tuple[list[str], list[str]]:

@@ -11,12 +11,12 @@ import statistics
 from pathlib import Path
 from typing import Callable
 
-from render.prose import claim, paragraph, span
+from render.prose import claim, named, paragraph, span
 from render.rows import previous_rows
 from render.text_study.context import Context, context_checkpoints, context_methods, context_settings
 from render.text_study.encodings import (
     at_L, embedding_scale, every_seed, fine_tunes, past_L, probes, scalings, seed_1, seed_1_intro)
-from render.text_study.newer import NEWER, named, newer_lists, newer_methods
+from render.text_study.newer import NEWER, newer_lists, newer_methods
 from render.text_study.positions import positions_base, positions_every_seed, positions_validation
 from render.text_study.study import (
     ALIBI, BASE_1E5, BASE_1E6, CONTROL, DYNAMIC_YARN, FIRE, KERPLE, PAGE, PI_TUNED, POSE_CONTINUED, RANDOM_ROPE, ROPE,

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from config import Config, load_config
 from render import gpu_study
-from render.prose import bullet, claim, paragraph, span
+from render.prose import bullet, claim, paragraph, seeds_named, span
 from render.rows import previous_rows
 from render.text_study.study import (
-    ALIBI, BASE_1E5, BASE_1E6, CONTROL, DYNAMIC, DYNAMIC_YARN, FIRE, FIXED, HALF, KERPLE, LEARNED, NOPE, NTK, PI, PI_TUNED,
-    ROOT, ROPE, SINUSOIDAL, T5, TRAINING_FREE, YARN, YARN_TUNED, Study, above, below, fmt, gap_to_rope, level, minus, on,
-    ratio, seeds_named, training_table, val)
+    ALIBI, BASE_1E5, BASE_1E6, CONTROL, DYNAMIC, DYNAMIC_YARN, FIRE, FIXED, HALF, KERPLE, LEARNED, NOPE, NTK, PI,
+    PI_TUNED, ROOT, ROPE, SINUSOIDAL, T5, TRAINING_FREE, YARN, YARN_TUNED, Study, above, below, fmt, gap_to_rope, level,
+    minus, on, ratio, training_table, val)
 
 
 def past_L(folder: Path) -> str:
@@ -384,8 +384,8 @@ def every_seed(folder: Path) -> str:
               f"at {k}, but behind ALiBi;"),
         claim(s.below_at(T5, NOPE, [L]) and level(t5, nope),
               f"T5 sits a little below NoPE at L ({span([-p for p in above(s.at(T5, L), s.at(NOPE, L))], 1)}% in each "
-              f"seed), level with it at {k} (ahead in {seeds_named(ahead, s.seeds)}, behind in "
-              f"{seeds_named([not a for a in ahead], s.seeds)});"),
+              f"seed), level with it at {k} (ahead in {seeds_named(s.where(ahead))}, behind in "
+              f"{seeds_named(s.where([not a for a in ahead]))});"),
         claim(all(s.below_at(c, on(HALF[0], c), s.past_L) == (c[1] != "linear") for c in TRAINING_FREE),
               f"rotating half of each head costs {span(above(s.at(HALF, L), s.at(ROPE, L)), 1)}% at L and "
               "extrapolates worse than the full rotation unscaled and under every scaling but PI."),

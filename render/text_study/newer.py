@@ -5,7 +5,7 @@ import statistics
 from pathlib import Path
 
 from config import Config, load_config
-from render.prose import listed, paragraph, span
+from render.prose import named, paragraph, span
 from render.rows import ppl_block, previous_rows
 from render.text_study.study import ALIBI, DYNAMIC_YARN, NOPE, ROOT, ROPE, Study, above, below, bound, fmt, ratio
 
@@ -20,10 +20,6 @@ def own_curve(s: Study, run: str) -> tuple:
     """A run's own curve: unscaled, or a continued run's 'none (fine-tuned)'."""
     (scaling,) = {r["scaling"] for r in s.rows if r["run"] == run and r["scaling"] in ("none", "none (fine-tuned)")}
     return (run, scaling, None)
-
-
-def named(runs: list[str]) -> str:
-    return listed(runs) if runs else "none of them"
 
 
 def newer_lists(s: Study, present: list[str]) -> tuple[list[str], ...]:

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from render.prose import bullet, claim, paragraph, span
+from render.prose import bullet, claim, paragraph, seeds_named, span
 from render.text_study.study import (
     ALIBI, CONTROL, DYNAMIC_YARN, PI_TUNED, POSE, POSE_CONTINUED, RANDOM_ALIBI, RANDOM_ROPE, ROPE, YARN_TUNED, Study,
-    above, below, fmt, gap_to_rope, level, ratio, retrained_lower, seeds_named, training_table, val)
+    above, below, fmt, gap_to_rope, level, ratio, retrained_lower, training_table, val)
 
 
 def positions_base(folder: Path) -> str:
@@ -84,7 +84,7 @@ def positions_every_seed(folder: Path) -> str:
                claim(gap < 2 and below(pose_c, pi) and level(pose_c, control),
                      f"Reproduced: at {k4}, RoPE continued with PoSE on {L}-token windows is within {gap:.1f}% of the "
                      f"unscaled {X4}-token control ({fmt(pose_c)} against {fmt(control)}: ahead in "
-                     f"{seeds_named(ahead, s.seeds)}, behind in {seeds_named([not a for a in ahead], s.seeds)}) and of "
+                     f"{seeds_named(s.where(ahead))}, behind in {seeds_named(s.where([not a for a in ahead]))}) and of "
                      f"the YaRN fine-tune ({fmt(yarn)}), and ahead of the PI fine-tune in every seed ({fmt(pi)})."),
                "Its base is the retrained RoPE run (above), up to "
                f"{max(retrained_lower(folder)):.1f}% lower in perplexity, and it uses PoSE's v_i = 0 variant (above).",
@@ -116,9 +116,9 @@ def positions_every_seed(folder: Path) -> str:
                "gaps as in training):",
                claim(any(lower) and any(higher) and below(dyn16, random16)
                      and below(s.at(ALIBI, X16), s.at(RANDOM_ALIBI, X16)),
-                     f"randomized RoPE is below unscaled RoPE in {seeds_named(lower, s.seeds)} "
+                     f"randomized RoPE is below unscaled RoPE in {seeds_named(s.where(lower))} "
                      f"({those(random16, lower)} against {those(rope16, lower)}) and above it in "
-                     f"{seeds_named(higher, s.seeds)} ({those(random16, higher)} against {those(rope16, higher)}), and "
+                     f"{seeds_named(s.where(higher))} ({those(random16, higher)} against {those(rope16, higher)}), and "
                      "above dynamic YaRN in every seed; randomized ALiBi is above ALiBi in every seed."),
                "On language modelling at this scale, randomized positions do not pay; Ruoss et al.'s gains are on "
                "algorithmic tasks, which the task track measures."),

@@ -64,13 +64,6 @@ def below(a: list[float], b: list[float]) -> bool:
     return all(x < y for x, y in zip(a, b))
 
 
-def seeds_named(flags: list[bool], seeds: list[int]) -> str:
-    """'seeds 1 and 3' / 'seed 2' for the seeds whose flag is set."""
-    named = [str(s) for s, f in zip(seeds, flags) if f]
-    return ("seed " if len(named) == 1 else "seeds ") + (named[0] if len(named) == 1 else
-                                                        ", ".join(named[:-1]) + " and " + named[-1])
-
-
 def bound(x: float, digits: int) -> str:
     """x rounded up at `digits` decimals: a bound that holds ("within 1.1%" for 1.03%)."""
     return f"{math.ceil(x * 10 ** digits - 1e-9) / 10 ** digits:.{digits}f}"
@@ -97,6 +90,10 @@ class Study:
         """One curve's perplexity at length n, seed by seed."""
         run, scaling, rule = c
         return [self.ppl[(run, s, scaling, rule, n)] for s in self.seeds]
+
+    def where(self, flags: list[bool]) -> list[int]:
+        """The seeds whose flag (one per seed, in order) is set."""
+        return [seed for seed, flag in zip(self.seeds, flags) if flag]
 
     def mean(self, c: tuple, n: int) -> float:
         return statistics.fmean(self.at(c, n))

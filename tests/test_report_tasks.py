@@ -168,13 +168,42 @@ def test_a_seed_that_some_added_methods_have_not_run_shows_as_such(tmp_path):
     rows = [r for r in TRACK_ROWS if (r["run"], r["seed"]) != ("kerple", 11)]
     (tmp_path / "reports" / "tasks" / "results.json.gz").write_bytes(gzip.compress(json.dumps(rows).encode()))
     text = every_method(tmp_path / "reports")
-    table = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    table = {line.split(" | ")[0].strip("| "): line for line in text.split("\n\n")[1].splitlines()}  # the first
     assert "; - where a run has not been trained on that seed yet" in " ".join(text.split())
     assert table["KERPLE"].split(" | ")[2].startswith("- ") and table["learned"].endswith("| n/a | n/a |")
     assert "(11)" not in table["KERPLE"].split(" | ")[1]  # not listed as unlearned on the seed it did not run
     assert "Learned all five tasks at L on every seed it ran: FIRE," in " ".join(text.split())
     present = {r["run"] for r in rows} & set(ADDED)
     assert f"seed 11 for {len(present) - 1}" in added_sentence(track(tmp_path / "reports" / "tasks"))
+
+
+def test_each_task_an_added_run_left_unlearned_is_shown_with_its_curve_and_the_values_only_level():
+    """Every task an added run (but the randomized runs and DroPE, read elsewhere) left below 90% at L has a row: its
+    validation readings at half, three quarters and the end of training from training.json, and its accuracy at L;
+    the two lists under the table follow their rules (readings apart; the values-only level inside the interval)."""
+    from data.tasks import values_only_level
+    from render.task_track.methods import SHORT, unlearned_curves
+    from render.task_track.track import track
+    from render.tasks import interval, learned
+    t = track(TASK_REPORT)
+    present = [run for run in SHORT if run in t.ran]
+    text = unlearned_curves(ROOT / "reports", t, present)
+    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    lost = {(run, s, task) for (run, s, task), ok in learned(TRACK_ROWS).items()
+            if run in present and not ok and not run.endswith("-randomized") and run != "drope"}
+    names = {SHORT[run]: run for run in present}
+    shown = {(names[r[0].strip("| ")], int(r[1]), r[2].strip("`")) for r in rows}
+    assert lost and shown == lost
+    level = {task: values_only_level(task, L) for task in ("recall", "recall1")}
+    for r in rows:
+        run, s, task = names[r[0].strip("| ")], int(r[1]), r[2].strip("`")
+        curve = {x["step"]: x["accuracy"] for x in TRAINING if (x["run"], x["seed"], x["task"]) == (run, s, task)}
+        assert [int(c) for c in r[3:6]] == [round(100 * curve[step]) for step in (6000, 9000, 12000)]
+        acc = t.acc(run, task, L, s)
+        lo, hi = interval(acc, t.sequences[(run, s, task, L)])
+        assert r[6] == f"{100 * acc:.0f} ({100 * lo:.0f}-{100 * hi:.0f})"
+        said = f"{SHORT[run]} on `{task}` (seed {s})" in " ".join(text.split("Not told apart")[-1].split())
+        assert said == (level.get(task) is not None and lo <= level[task] <= hi), (run, s, task)
 
 
 def test_a_far_back_anchor():

@@ -10,7 +10,9 @@ from config import Config, load_config
 from render.prose import claim, listed, named, number, paragraph, seeds_named
 from render.rows import previous_rows
 from render.tasks import DRAWN, RESULTS, interval, pooled
-from render.task_track.track import FINE_TUNED, INDUCTION, SCALED, TASKS, Track, pct, track
+from data.tasks import values_only_level
+from render.task_track.track import (
+    FINE_TUNED, INDUCTION, SCALED, TASKS, Track, pct, readings_apart, track, validation_sequences)
 
 
 ADDED = {"kerple": "KERPLE", "fire": "FIRE", "sinusoidal": "sinusoidal", "learned": "learned", "fox": "FoX",
@@ -91,7 +93,7 @@ def every_method(reports: Path) -> str:
         f"Learned all five tasks at L on {every}: {named(learned_all)}.",
         f"Kept `copy`, `recall` and `passkey` at 50% or more at 16x L on "
         f"{'every seed it ran' if partial else 'every seed' if len(seeds) > 1 else seeds_named(seeds)}: {named(kept)}.")
-    parts = [intro, "\n".join(lines), said]
+    parts = [intro, "\n".join(lines), said, unlearned_curves(reports, t, present)]
     unlearned = [SHORT[r] for r in present if r.endswith("-randomized") and ADDED[r] not in learned_all]
     if unlearned:  # make/study.mk's RANDOMIZED: positions over [0, 16L), every length the track measures
         parts.append(paragraph(
@@ -111,6 +113,46 @@ def every_method(reports: Path) -> str:
     if "drope" in present:
         parts.append(drope_against_yarn(reports, t, seeds))
     return "\n\n".join(parts)
+
+
+def unlearned_curves(reports: Path, t: Track, present: list[str]) -> str:
+    """Each task an added run left below 90% at L (the randomized runs' and DroPE's are read below, on drawn positions
+    and through the recalibration): its validation accuracy at half, three quarters and the end of training, whether
+    it was still rising over the last quarter (the two readings' 95% intervals apart), and its accuracy at L beside the
+    values-only solver's level (data.tasks.bag_solver), which a run that knows which values a sequence holds but not
+    which key holds which would score."""
+    lost = [(run, s, task) for run in present if not run.endswith("-randomized") and run != "drope"
+            for s in t.ran[run] for task in TASKS if not t.learned.get((run, s, task), False)]
+    if not lost:
+        return ""
+    n = validation_sequences(reports.parent)
+    total = load_config(Config, reports.parent / "configs" / "tasks.yaml").train.max_steps
+    half, late, last = total // 2, 3 * total // 4, total
+    lines = ["| run | seed | task | " + " | ".join(f"step {number(step)}" for step in (half, late, last))
+             + " | at L (95% interval) | values only |", "|---|---:|---|" + "---:|" * 5]
+    rising, at_level = [], []
+    for run, s, task in lost:
+        curve = t.curve(run, s, task)
+        acc = t.acc(run, task, t.L, s, label_of(t, run))
+        lo, hi = interval(acc, t.sequences[(run, s, task, t.L)])
+        level = values_only_level(task, t.L)
+        if curve[last] > curve[late] and readings_apart(curve[late], curve[last], n):
+            rising.append(f"{SHORT[run]} on `{task}` (seed {s})")
+        if level is not None and lo <= level <= hi:
+            at_level.append(f"{SHORT[run]} on `{task}` (seed {s})")
+        lines.append(f"| {SHORT[run]} | {s} | `{task}` | "
+                     + " | ".join(pct(curve[step]) for step in (half, late, last))
+                     + f" | {pct(acc)} ({pct(lo)}-{pct(hi)}) | " + (f"{100 * level:.1f}" if level is not None else "")
+                     + " |")
+    return "\n\n".join([
+        paragraph("Where an added run left a task below 90% at L: its validation accuracy (%) at half, three quarters "
+                  f"and the end of training ([training.png](training.png): a reading is {n} sequences a task), its "
+                  "accuracy at L and the values-only solver's (the task table above: it knows which values a sequence "
+                  "holds, not which key holds which)."),
+        "\n".join(lines),
+        paragraph(f"Still rising over the last quarter (the two readings' 95% intervals apart): {named(rising)}.",
+                  f"Not told apart from the values-only solver (its level inside the 95% interval at L): "
+                  f"{named(at_level)}.")])
 
 
 def drawn_positions(reports: Path, t: Track, runs: list[str]) -> str:

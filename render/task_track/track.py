@@ -59,6 +59,20 @@ def rate(x: float) -> str:
     return f"{x:.0e}".replace("e-0", "e-")
 
 
+@functools.cache
+def validation_sequences(root: Path) -> int:
+    """The sequences a task gets in one validation reading of the track's recipe: train.eval_tokens over the tasks'
+    sequences of L tokens (configs/tasks.yaml)."""
+    cfg = load_config(Config, root / "configs" / "tasks.yaml")
+    return cfg.train.eval_tokens // (cfg.model.max_seq_len * len(TASKS))
+
+
+def readings_apart(a: float, b: float, sequences: int) -> bool:
+    """Two validation readings whose 95% intervals over the sequences of a reading do not overlap."""
+    (lo_a, hi_a), (lo_b, hi_b) = interval(a, sequences), interval(b, sequences)
+    return hi_a < lo_b or hi_b < lo_a
+
+
 def learned_step(curve: dict[int, float]) -> int | None:
     """The first step from which an accuracy curve stays at 90% or more to its end (None: never)."""
     steps = sorted(curve.items())
@@ -111,14 +125,10 @@ class Search:
     def __init__(self, folder: Path):
         self.folder = folder
         self.table = {r["row"]: r for r in json.loads((folder / "rows.json").read_text())}
-        cfg = load_config(Config, folder.parents[2] / "configs" / "tasks.yaml")
-        # a validation reading's sequences per task: train.eval_tokens over the tasks' sequences of L tokens
-        self.sequences = cfg.train.eval_tokens // (cfg.model.max_seq_len * len(TASKS))
+        self.sequences = validation_sequences(folder.parents[2])  # a validation reading's, per task
 
     def apart(self, a: float, b: float) -> bool:
-        """Two validation readings whose 95% intervals over the sequences of a reading do not overlap."""
-        (lo_a, hi_a), (lo_b, hi_b) = interval(a, self.sequences), interval(b, self.sequences)
-        return hi_a < lo_b or hi_b < lo_a
+        return readings_apart(a, b, self.sequences)
 
     @functools.cache
     def log(self, name: str) -> dict[int, dict[str, float]]:

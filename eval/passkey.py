@@ -280,25 +280,34 @@ def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[f
                     continue
                 identity = identity or model_identity(model, device)  # the weights do not change with the scaling
                 clock = [0.0]  # when the last trial ended
+                # a trial at 32,768 tokens takes minutes on a CPU: the keys of the cell being measured (a terminal's)
+                bar = tqdm(total=len(prompts.keys), desc=f"{label}, {length:,} tokens, the filler before the keys",
+                           unit="key", leave=False, dynamic_ncols=True, disable=None)
 
                 def on_trial(d, i, trial):
                     now = time.perf_counter()
                     log.add(row_key(rows[d]), prompts.keys, identity, i, trial, now - clock[0])
                     clock[0] = now
+                    bar.update()
 
                 def finished(d):  # asked as depth d's trials begin, after the prefill: a trial's seconds are its own
                     clock[0] = time.perf_counter()
-                    return log.finished(row_key(rows[d]), prompts.keys, identity)
-                for d, trials in predictions(model, prompts, length, missing, device, finished, on_trial):
-                    hits = sum(key in prompts.decode(generated) for key, (generated, _) in zip(prompts.keys, trials))
-                    shares = [statistics.fmean(p == a for p, a in zip(teacher, answer))
-                              for (_, teacher), answer in zip(trials, prompts.answers)]
-                    known[d] = {"scaling": label, "value": round(hits / len(trials), 4), "hits": hits,
-                                "trials": len(trials), "key_tokens": round(statistics.fmean(shares), 4),
-                                **({"held": held(prompts, trials)} if prompts.kind == DIGITS else {}),
-                                "seconds": round(log.seconds(row_key(rows[d]), prompts.keys, identity), 2),
-                                "context": context_settings(model, context), "model": identity}
-                    emit(rows[d], known)
+                    before = log.finished(row_key(rows[d]), prompts.keys, identity)
+                    bar.reset(total=len(prompts.keys))
+                    bar.update(len(before))
+                    bar.set_description(f"{label}, {length:,} tokens, key at depth {d:g}")
+                    return before
+                with bar:
+                    for d, cell in predictions(model, prompts, length, missing, device, finished, on_trial):
+                        hits = sum(key in prompts.decode(generated) for key, (generated, _) in zip(prompts.keys, cell))
+                        shares = [statistics.fmean(p == a for p, a in zip(teacher, answer))
+                                  for (_, teacher), answer in zip(cell, prompts.answers)]
+                        known[d] = {"scaling": label, "value": round(hits / len(cell), 4), "hits": hits,
+                                    "trials": len(cell), "key_tokens": round(statistics.fmean(shares), 4),
+                                    **({"held": held(prompts, cell)} if prompts.kind == DIGITS else {}),
+                                    "seconds": round(log.seconds(row_key(rows[d]), prompts.keys, identity), 2),
+                                    "context": context_settings(model, context), "model": identity}
+                        emit(rows[d], known)
             for d, r in rows.items():
                 if d not in missing:
                     emit(r, known)

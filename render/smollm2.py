@@ -337,17 +337,19 @@ def passkey_map(rows: list[dict], names: dict[str, str], lengths: list[int], png
     for (run, scaling), name in models.items():
         for d in depths:
             lines.append(f"| {name} | {d:g} | " + " | ".join(cell((run, scaling, n, d)) for n in lengths) + " |")
-    share = lambda count, key: interval(count / cells[key][1], cells[key][1])  # noqa: E731  (a 95% interval)
-    apart = [(key, cells[key], n) for key, n in sorted(held.items(), key=lambda kv: (list(models).index(kv[0][:2]), kv[0]))
+    def share(count: int, key: tuple) -> tuple[float, float]:  # a 95% interval over the cell's keys
+        return interval(count / cells[key][1], cells[key][1])
+    order = list(models)
+    apart = [(key, cells[key], n) for key, n in sorted(held.items(), key=lambda kv: (order.index(kv[0][:2]), kv[0]))
              if share(n, key)[0] > share(cells[key][0], key)[1]]
+    form = ("Where the two counts' 95% intervals are apart, the model misses the answer's form, not the key: "
+            + listed([f"{models[key[:2]]} at {number(key[2])} tokens with the key at depth {key[3]:g} ({hits} of "
+                      f"{trials} found, {n} held)" for key, (hits, trials), n in apart]) + ".") if apart else ""
     kept = paragraph(
         "A key can be held and not found: held counts the trials whose every digit is the model's top prediction "
         "after the answer's tokens before it (`eval.passkey`'s `held`, shown where it differs from the keys found; "
         "rows measured before it was counted have none), so a key held and not found is one whose greedy answer starts "
-        "with another token.",
-        f"Where the two counts' 95% intervals are apart, the model misses the answer's form, not the key: "
-        + listed([f"{models[key[:2]]} at {number(key[2])} tokens with the key at depth {key[3]:g} ({hits} of {trials} "
-                  f"found, {n} held)" for key, (hits, trials), n in apart]) + "." if apart else "") if held else ""
+        "with another token.", form) if held else ""
     x4 = lengths[-1]
     total = {model: [sum(v) for v in zip(*(cells[(*model, x4, d)] for d in depths))]
              for model in models if all((*model, x4, d) in cells for d in depths)}

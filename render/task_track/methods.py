@@ -130,12 +130,13 @@ def unlearned_curves(reports: Path, t: Track, present: list[str]) -> str:
     half, late, last = total // 2, 3 * total // 4, total
     lines = ["| run | seed | task | " + " | ".join(f"step {number(step)}" for step in (half, late, last))
              + " | at L (95% interval) | values only |", "|---|---:|---|" + "---:|" * 5]
+    levels = {task: values_only_level(task, t.L) for task in {task for *_, task in lost}}  # 256 sequences drawn each
     rising, at_level = [], []
     for run, s, task in lost:
         curve = t.curve(run, s, task)
         acc = t.acc(run, task, t.L, s, label_of(t, run))
         lo, hi = interval(acc, t.sequences[(run, s, task, t.L)])
-        level = values_only_level(task, t.L)
+        level = levels[task]
         if curve[last] > curve[late] and readings_apart(curve[late], curve[last], n):
             rising.append(f"{SHORT[run]} on `{task}` (seed {s})")
         if level is not None and lo <= level <= hi:

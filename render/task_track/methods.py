@@ -189,10 +189,12 @@ def drawn_positions(reports: Path, t: Track, runs: list[str]) -> str:
                                           interval(t.pooled[(run, s, task, "none", t.L)], n))
             sides.add(1 if lo_d > hi_c else -1 if hi_d < lo_c else 0)
         return sides.pop() if len(sides) == 1 else 0
-    unlearned = {r: [f"`{task}`" for task in TASKS if not all(d.learned.get((r, s, task), False) for s in seeds[r])]
-                 for r in runs}
-    learned_drawn = [SHORT[r] for r in runs if not unlearned[r]]
     measured = sorted({s for r in runs for s in seeds[r]})
+
+    def unlearned(run):  # the tasks below 90% at L with drawn positions, each with its seeds when several were measured
+        lost = {task: [s for s in seeds[run] if not d.learned.get((run, s, task), False)] for task in TASKS}
+        return [f"`{task}`" + (f" ({seeds_named(ss)})" if len(measured) > 1 else "") for task, ss in lost.items() if ss]
+    learned_drawn = [SHORT[r] for r in runs if not unlearned(r)]
     sentences = [
         f"Measured as that code measures, each sequence of n tokens given n positions drawn from [0, {number(x16)}) and "
         "sorted (a fixed draw per sequence, the same for every run; "
@@ -202,8 +204,8 @@ def drawn_positions(reports: Path, t: Track, runs: list[str]) -> str:
         "every position, so the two are one measurement there.",
         f"With drawn positions, {named(learned_drawn)} learned all five tasks at L on "
         f"{'every seed measured' if len(measured) > 1 else seeds_named(measured)}."]
-    sentences += [f"{SHORT[r]} leaves {listed(unlearned[r])} below 90% at L even so, on positions drawn as it was "
-                  "trained: it had not learned them on its own positions either." for r in runs if unlearned[r]]
+    sentences += [f"{SHORT[r]} leaves {listed(unlearned(r))} below 90% at L even so, on positions drawn as it was "
+                  "trained: it had not learned them on its own positions either." for r in runs if unlearned(r)]
     for run in runs:
         above = [f"`{task}`" for task in TASKS if apart(run, task) == 1]
         below = [f"`{task}`" for task in TASKS if apart(run, task) == -1]

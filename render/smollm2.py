@@ -9,6 +9,8 @@ from typing import Callable
 
 import yaml
 
+from config import TrainPositions
+from data.train_positions import sample_positions
 from render.model_report import logged_minutes
 from render.prose import bullet, claim, listed, number, paragraph, percent
 from render.rows import previous_rows
@@ -183,10 +185,12 @@ def same_tokens(folder: Path) -> str:
 
     linear, ntk, free_yarn = base["linear"], base["ntk"], base["yarn"]
     if tuned_keys:
-        out += [paragraph(f"**The passkey to {number(x4)}, training-free YaRN against the YaRN fine-tune** (`make "
-                          "smollm2-passkey-long`; the keys found of those tried, - where not yet measured):"),
-                passkey_map(keys, {FINE_TUNES["yarn"][0]: "the YaRN fine-tune"}, [x1, x2, x4], "passkey.png"),
-                paragraph(trained_again(folder, tuned_keys, yarn, x1))]
+        out += [part for part in [
+            paragraph(f"**The passkey to {number(x4)}, training-free YaRN against the YaRN fine-tune** (`make "
+                      "smollm2-passkey-long`; the keys found of those tried, - where not yet measured):"),
+            passkey_map(keys, {FINE_TUNES["yarn"][0]: "the YaRN fine-tune"}, [x1, x2, x4], "passkey.png"),
+            first_key(keys, config, [x1, x2, x4]),
+            paragraph(trained_again(folder, tuned_keys, yarn, x1))] if part]
     if linear:
         out.append(paragraph(
             claim(linear[x2] > none[x2] and linear[x4] > 5 * free_yarn[x4],
@@ -296,6 +300,46 @@ def full_windows(folder: Path) -> str:
                             lengths, "gpu/passkey.png")]
     return "\n\n".join(out)
 
+
+FIRST_KEY_SLACK = 1_024  # more than a passkey prompt's tokens other than its filler (tests/test_smollm2_report.py)
+
+
+def first_key(keys: list[dict], config: dict, lengths: list[int]) -> str:
+    """The key placed first, training-free YaRN against the YaRN fine-tune, once every length is measured there; and how
+    often the fine-tune's PoSE windows (its config's train.positions, drawn for its seed as training drew them) held two
+    positions as far apart as such a key lies from the question."""
+    depth = min(r["depth"] for r in keys)
+    models = {(BASE, "yarn"): "training-free YaRN", FINE_TUNES["yarn"]: "the YaRN fine-tune"}
+    rows = {(r["run"], r["scaling"], r["length"]): r for r in keys if r["depth"] == depth and r.get("hits") is not None}
+    if not all((*m, n) in rows for m in models for n in lengths):
+        return ""
+    found = {m: [rows[(*m, n)]["hits"] for n in lengths] for m in models}
+    trials = rows[(BASE, "yarn", lengths[0])]["trials"]
+    tuned = FINE_TUNES["yarn"]
+    last = rows[(*tuned, lengths[-1])]
+    t = config["train"]
+    spans = [int(w.max() - w.min()) for step in range(1, t["max_steps"] + 1) for micro in range(t["grad_accum"])
+             for w in sample_positions(TrainPositions(**t["positions"]), t["batch_size"], t["seq_len"],
+                                       config["run"]["seed"], step, micro, t["grad_accum"])]
+    far = {n: sum(span >= n - FIRST_KEY_SLACK for span in spans) for n in lengths[1:]}
+    said = (f"**The key placed first** (depth {depth:g}), nearly the whole prompt before the question: training-free "
+            f"YaRN finds {listed([str(h) for h in found[(BASE, 'yarn')]])} of {trials} at "
+            f"{listed([number(n) for n in lengths])} tokens, the YaRN fine-tune {listed([str(h) for h in found[tuned]])}.")
+    if found[tuned][:-1] != [trials] * (len(lengths) - 1) or found[tuned][-1] or any(found[(BASE, "yarn")]):
+        return paragraph(said)  # not the pattern the window counts below explain
+    return paragraph(
+        said,
+        f"The fine-tune learned to read it back to {number(lengths[-2])} tokens, which the base does not even at "
+        f"{number(lengths[0])}, and not to {number(lengths[-1])}: there it holds {last.get('held', 0)} of the keys "
+        f"({100 * last['key_tokens']:.1f}% of the key's tokens predicted right).",
+        f"In the {len(spans)} PoSE windows it was trained on ({number(t['seq_len'])} tokens each, positions drawn below "
+        f"{number(t['positions']['max_position'])} for its seed as training drew them), the first and last positions "
+        "lie at least " + listed([f"{number(n - FIRST_KEY_SLACK)} apart in {far[n]}" for n in lengths[1:]])
+        + f", and a first key lies farther than that from the question at {listed([number(n) for n in lengths[1:]])} "
+        f"tokens (the prompt's other parts take fewer than {number(FIRST_KEY_SLACK)} tokens):",
+        claim(far[lengths[-1]] * 10 < far[lengths[-2]],
+              "distances that long were rare in its training: a likely reason, not a measured one, for losing the "
+              f"first key at {number(lengths[-1])}."))
 
 def trained_again(folder: Path, tuned_keys: list[dict], yarn: dict[int, float], x1: int) -> str:
     """Which weights the YaRN fine-tune's passkey cells are of: the recipe trained again for them (run folders are not

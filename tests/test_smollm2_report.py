@@ -164,6 +164,53 @@ def test_a_key_held_but_not_found_is_told_apart_from_one_lost(tmp_path):
     assert "(1 of 20 found, 3 held)" not in text  # 1 and 3 of 20 are not told apart
 
 
+def test_the_first_key_is_told_with_the_distances_the_fine_tunes_windows_held(tmp_path):
+    """Once the key placed first is measured at every length for both models, a paragraph gives the keys found, says
+    where the fine-tune loses it only while the rows show that, and counts the fine-tune's PoSE windows (drawn for its
+    seed as train.py draws them, steps 1 to max_steps) whose positions lie as far apart as such a key from the question."""
+    import shutil
+    import yaml
+    from config import TrainPositions
+    from data.train_positions import sample_positions
+    from render.smollm2 import FIRST_KEY_SLACK, same_tokens
+    folder = tmp_path / "smollm2"
+    shutil.copytree(REPORT, folder, ignore=shutil.ignore_patterns("gpu"))
+    base = [r for r in json.loads((REPORT / "passkey.json").read_text()) if r["run"] != "smollm2-yarn"]
+    tuned = [key_row("smollm2-yarn", "yarn (fine-tuned)", n, d, 0 if (n, d) == (4 * L, 0) else 20)
+             for n in (L, 2 * L, 4 * L) for d in (0, 0.5, 1)]
+    (folder / "passkey.json").write_text(json.dumps(base + tuned[:-3]))
+    assert "**The key placed first**" not in same_tokens(folder)  # not at every length yet
+    (folder / "passkey.json").write_text(json.dumps(base + tuned))
+    text = " ".join(same_tokens(folder).split())
+    assert ("training-free YaRN finds 0, 0 and 0 of 20 at 8,192, 16,384 and 32,768 tokens, the YaRN fine-tune 20, 20 "
+            "and 0. The fine-tune learned to read it back to 16,384 tokens, which the base does not even at 8,192, and "
+            "not to 32,768: there it holds 0 of the keys (0.0% of the key's tokens predicted right).") in text
+    config = yaml.safe_load((REPORT / "extend" / "smollm2-yarn.yaml").read_text())
+    t = config["train"]
+    assert t["grad_accum"] == t["batch_size"] == 1
+    spans = [int(w.max() - w.min()) for step in range(1, t["max_steps"] + 1)
+             for w in sample_positions(TrainPositions(**t["positions"]), 1, t["seq_len"], config["run"]["seed"], step)]
+    far = [sum(x >= n - FIRST_KEY_SLACK for x in spans) for n in (2 * L, 4 * L)]
+    assert (f"lie at least {2 * L - FIRST_KEY_SLACK:,} apart in {far[0]} and {4 * L - FIRST_KEY_SLACK:,} apart in "
+            f"{far[1]}, and a first key") in text
+    assert far[1] * 10 < far[0] and "distances that long were rare in its training" in text
+    (folder / "passkey.json").write_text(json.dumps(base + [{**r, "hits": 20} for r in tuned]))
+    text = " ".join(same_tokens(folder).split())  # not the pattern: the keys found, nothing explained
+    assert "the YaRN fine-tune 20, 20 and 20." in text and "learned to read it back" not in text
+
+
+def test_a_first_key_lies_farther_back_than_the_paragraph_counts():
+    """The paragraph's bound: in a passkey prompt of SmolLM2's tokenizer, everything but the filler takes fewer than
+    FIRST_KEY_SLACK tokens, so a key at depth 0 lies more than length - FIRST_KEY_SLACK tokens before the question."""
+    import pytest
+    from checkpoint import load_tokenizer
+    from eval.passkey import Prompts
+    from render.smollm2 import FIRST_KEY_SLACK
+    run = ROOT / "runs" / "SmolLM2-135M-Instruct-Q4_1"
+    if not (run / "tokenizer").exists():
+        pytest.skip("SmolLM2 is not prepared here (make runs/SmolLM2-135M-Instruct-Q4_1/config.yaml)")
+    assert 0 < Prompts(load_tokenizer(run), seed=0, trials=20).fixed < FIRST_KEY_SLACK
+
 def test_dynamic_ntk_on_the_same_tokens_is_told_as_this_repo_caches_it(tmp_path):
     """Native dynamic NTK caches keys before rotation (the YaRN paper, section 3.3); transformers' cache keeps each
     key's old rotation. The paragraph compares them at 4L, where the rows by length read the same tokens, with the

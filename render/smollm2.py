@@ -187,7 +187,8 @@ def same_tokens(folder: Path) -> str:
     if tuned_keys:
         out += [part for part in [
             paragraph(f"**The passkey to {number(x4)}, training-free YaRN against the YaRN fine-tune** (`make "
-                      "smollm2-passkey-long`; the keys found of those tried, - where not yet measured):"),
+                      "smollm2-passkey-long`; the keys found of those tried"
+                      + (", - where not yet measured):" if not map_done else "):")),
             passkey_map(keys, {FINE_TUNES["yarn"][0]: "the YaRN fine-tune"}, [x1, x2, x4], "passkey.png"),
             first_key(keys, config, [x1, x2, x4]),
             paragraph(trained_again(folder, tuned_keys, yarn, x1))] if part]
@@ -336,9 +337,9 @@ def first_key(keys: list[dict], config: dict, lengths: list[int]) -> str:
         f"{number(t['positions']['max_position'])} for its seed as training drew them), the first and last positions "
         "lie at least " + listed([f"{number(n - FIRST_KEY_SLACK)} apart in {far[n]}" for n in lengths[1:]])
         + f", and a first key lies farther than that from the question at {listed([number(n) for n in lengths[1:]])} "
-        f"tokens (the prompt's other parts take fewer than {number(FIRST_KEY_SLACK)} tokens):",
+        f"tokens (the prompt's other parts take fewer than {number(FIRST_KEY_SLACK)} tokens).",
         claim(far[lengths[-1]] * 10 < far[lengths[-2]],
-              "distances that long were rare in its training: a likely reason, not a measured one, for losing the "
+              f"Distances that long were rare in its training, a likely reason, not a measured one, for losing the "
               f"first key at {number(lengths[-1])}."))
 
 def trained_again(folder: Path, tuned_keys: list[dict], yarn: dict[int, float], x1: int) -> str:

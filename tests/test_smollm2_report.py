@@ -193,7 +193,7 @@ def test_the_first_key_is_told_with_the_distances_the_fine_tunes_windows_held(tm
     far = [sum(x >= n - FIRST_KEY_SLACK for x in spans) for n in (2 * L, 4 * L)]
     assert (f"lie at least {2 * L - FIRST_KEY_SLACK:,} apart in {far[0]} and {4 * L - FIRST_KEY_SLACK:,} apart in "
             f"{far[1]}, and a first key") in text
-    assert far[1] * 10 < far[0] and "distances that long were rare in its training" in text
+    assert far[1] * 10 < far[0] and "Distances that long were rare in its training" in text
     (folder / "passkey.json").write_text(json.dumps(base + [{**r, "hits": 20} for r in tuned]))
     text = " ".join(same_tokens(folder).split())  # not the pattern: the keys found, nothing explained
     assert "the YaRN fine-tune 20, 20 and 20." in text and "learned to read it back" not in text

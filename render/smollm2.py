@@ -342,6 +342,7 @@ def first_key(keys: list[dict], config: dict, lengths: list[int]) -> str:
               f"Distances that long were rare in its training, a likely reason, not a measured one, for losing the "
               f"first key at {number(lengths[-1])}."))
 
+
 def trained_again(folder: Path, tuned_keys: list[dict], yarn: dict[int, float], x1: int) -> str:
     """Which weights the YaRN fine-tune's passkey cells are of: the recipe trained again for them (run folders are not
     kept between machines), its log and its perplexity at L on the same tokens in AGAIN, against the fine-tune whose

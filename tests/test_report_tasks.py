@@ -254,6 +254,26 @@ def test_the_repeated_runs_weights_hash_is_recorded_for_sha256sum():
     assert re.fullmatch(r"[0-9a-f]{64}", digest) and name == "runs/tasks/seed11/alibi/model_0012000.safetensors"
 
 
+
+def test_each_rope_run_trained_again_for_drope_is_set_beside_the_committed_one():
+    """reproduction/rope-seedN (the RoPE run each DroPE run continues): the page gives its `copy`, `recall` and
+    `passkey` at 16x L with training-free YaRN beside the committed run's, and says `copy` went both ways only while
+    one such run is above its committed run and another below."""
+    from render.tasks import pooled
+    yarn, retrieval = SCALED["yarn"], ("copy", "recall", "passkey")
+    folders = sorted((TASK_REPORT / "reproduction").glob("rope-seed*"))
+    assert [f.name for f in folders][:2] == ["rope-seed11", "rope-seed12"]
+    moved = set()
+    for folder in folders:
+        seed = int(folder.name.removeprefix("rope-seed"))
+        again = pooled(previous_rows(folder / "results.json.gz", "eval.tasks", "accuracy"))
+        now = [round(100 * again[("rope", seed, task, yarn, X16)]) for task in retrieval]
+        then = [round(100 * TRACK_POOLED[("rope", seed, task, yarn, X16)]) for task in retrieval]
+        says(TASKS_PAGE, f"keeps `copy` {now[0]}%, `recall` {now[1]}% and `passkey` {now[2]}%, the committed run "
+                         f"{then[0]}%, {then[1]}% and {then[2]}%")
+        moved.add((now[0] > then[0]) - (now[0] < then[0]))
+    assert ("`copy` at 16x L with YaRN went both ways" in TASKS_PAGE) == ({-1, 1} <= moved)
+
 def test_the_16x_heads_probe_covers_every_run_on_copy():
     far = {(r["run"], r["seed"]): r for r in json.loads((TASK_REPORT / "heads-16x" / "heads.json").read_text())}
     assert set(far) == {(run, s) for run in ("rope", "alibi", "nope", "t5") for s in TRACK_SEEDS}

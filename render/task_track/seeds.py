@@ -10,7 +10,7 @@ import numpy as np
 
 from config import Config, load_config
 from data.tasks import TASKS as TASKS_OF
-from render.prose import bullet, claim, listed, number, paragraph
+from render.prose import bullet, claim, listed, number, paragraph, seeds_named
 from render.rows import previous_rows
 from render.tasks import learned, pooled
 from render.task_track.track import (
@@ -436,9 +436,11 @@ def readme_summary(reports: Path) -> str:
     config = load_config(Config, reports.parent / "configs" / "tasks.yaml")
     recall = [t.acc("nope", "recall", L, s) for s in seeds]
     yarn = [t.acc("rope", task, x16, s, SCALED["yarn"]) for task in TASKS for s in seeds]
-    again = pooled(previous_rows(reports / "tasks" / "reproduction" / "rope-seed11" / "results.json.gz", "eval.tasks",
-                                 "accuracy"))
-    again_copy = again[("rope", 11, "copy", SCALED["yarn"], x16)]
+    again_copy = {}  # each RoPE run trained again for DroPE: `copy` at 16x L with training-free YaRN
+    for folder in sorted((reports / "tasks" / "reproduction").glob("rope-seed*")):
+        seed = int(folder.name.removeprefix("rope-seed"))
+        again = pooled(previous_rows(folder / "results.json.gz", "eval.tasks", "accuracy"))
+        again_copy[seed] = again[("rope", seed, "copy", SCALED["yarn"], x16)]
     unscaled = max(t.acc("rope", task, x16, s) for task in INDUCTION for s in seeds)
     copy = {run: [t.acc(run, "copy", x16, s) for s in seeds] for run in ("alibi", "nope", "t5")}
     (t5_best,) = [s for s in seeds if t.acc("t5", "copy", x16, s) == max(copy["t5"])]
@@ -465,7 +467,8 @@ def readme_summary(reports: Path) -> str:
               "which key holds which)."),
         claim(min(yarn) >= 0.5 > unscaled,
               f"Over these {WORDS[len(seeds)]} seeds, at 16x L training-free YaRN keeps RoPE at {pct(min(yarn))}% or "
-              f"more on every task (seed 11 trained again: `copy` {pct(again_copy)}%, "
+              f"more on every task ({seeds_named(list(again_copy))} trained again: `copy` "
+              f"{listed([pct(v) + '%' for v in again_copy.values()])}, "
               "[why](reports/tasks/README.md#runs-trained-again)), where unscaled RoPE falls to "
               f"{pct(unscaled)}% or less on `copy`, `recall` and `passkey`;"),
         f"ALiBi keeps `copy` at {pct_span(copy['alibi'])}, NoPE at {pct_span(copy['nope'])}, T5 at {pct_span(t5_rest)} "
@@ -487,7 +490,8 @@ def readme_summary(reports: Path) -> str:
 def retrained(reports: Path) -> str:
     """RoPE's seed-11 run trained again in a later session (reproduction/rope-seed11: its eval.tasks rows and
     metrics.jsonl) against the committed run of that seed: the validation curve from its first evaluation, what each
-    learned at L, and the cells at 16x L unscaled and with training-free YaRN, beside the committed seeds' range."""
+    learned at L, and the cells at 16x L unscaled and with training-free YaRN, beside the committed seeds' range; then
+    each other seed's RoPE run trained again for DroPE (reproduction/rope-seedN), at 16x L with YaRN against its own."""
     t, folder, seed = track(reports / "tasks"), reports / "tasks" / "reproduction" / "rope-seed11", 11
     rows = previous_rows(folder / "results.json.gz", "eval.tasks", "accuracy")
     again, again_learned = pooled(rows), learned(rows)
@@ -503,6 +507,23 @@ def retrained(reports: Path) -> str:
     now = {task: again[("rope", seed, task, yarn, x16)] for task in TASKS}
     then = {task: t.acc("rope", task, x16, seed, yarn) for task in TASKS}
     copies = [t.acc("rope", "copy", x16, s, yarn) for s in t.seeds]
+    others = {}  # every other seed's RoPE run trained again for DroPE: (its pooled cells, learned at L)
+    for f in sorted(folder.parent.glob("rope-seed*")):
+        if f != folder and (f / "results.json.gz").exists():
+            rows = previous_rows(f / "results.json.gz", "eval.tasks", "accuracy")
+            others[int(f.name.removeprefix("rope-seed"))] = pooled(rows), learned(rows)
+
+    def again_also(s: int) -> str:  # another seed's RoPE run trained again, at 16x L with YaRN against the committed
+        cells, ok = others[s]
+        kept = listed([f"`{task}` {pct(cells[('rope', s, task, yarn, x16)])}%" for task in retrieval])
+        committed = listed([f"{pct(t.acc('rope', task, x16, s, yarn))}%" for task in retrieval])
+        learns = "also learns all five tasks at L, and " if all(ok.get(("rope", s, task)) for task in TASKS) else ""
+        return (f"RoPE's run of seed {s}, trained again the same way ([reproduction/rope-seed{s}]"
+                f"(reproduction/rope-seed{s})), {learns}at 16x L with training-free YaRN keeps {kept}, the committed "
+                f"run {committed}.")
+    copy_again = {seed: now["copy"]} | {s: cells[("rope", s, "copy", yarn, x16)] for s, (cells, _) in others.items()}
+    copy_then = {s: t.acc("rope", "copy", x16, s, yarn) for s in copy_again}
+    moves = {(copy_again[s] > copy_then[s]) - (copy_again[s] < copy_then[s]) for s in copy_again}
     return paragraph(
         f"**Not the same run on another machine.** RoPE's run of seed {seed} was trained again in a later session (one "
         "thread, the recipe above, for DroPE to continue; its rows and `metrics.jsonl` are in "
@@ -522,4 +543,8 @@ def retrained(reports: Path) -> str:
               f"its `copy` is below that of every committed seed ({pct(min(copies))}-{pct(max(copies))}%), so a cell past "
               "L is a property of a trained run as much as of its recipe and seed, and the track's \"every seed\" "
               "sentences speak of the committed runs.") if now["copy"] < min(copies) else
-        f"its `copy` lies within the committed seeds' {pct(min(copies))}-{pct(max(copies))}%.")
+        f"its `copy` lies within the committed seeds' {pct(min(copies))}-{pct(max(copies))}%.",
+        *[again_also(s) for s in others],
+        "Trained again, `copy` at 16x L with YaRN went both ways: "
+        + listed([f"seed {s} from {pct(copy_then[s])}% to {pct(copy_again[s])}%" for s in copy_again]) + "."
+        if {-1, 1} <= moves else "")

@@ -95,9 +95,12 @@ def test_pretrained_checkpoints_come_in_below_the_run_directory_layer():
 
 def test_reports_render_from_rows_without_the_measuring_code():
     """render/ reads committed rows and writes tables and plots: it never imports an evaluator, a model or a benchmark,
-    so `make reports` cannot depend on what measured the rows; the evaluators import it to write their reports."""
+    so `make reports` cannot depend on what measured the rows; the evaluators import it to write their reports. Of
+    data/ it reads only what defines a run's inputs: the tasks' levels (data.tasks) and the positions a fine-tune was
+    trained on (data.train_positions, a pure function of seed and step)."""
     graph = project_imports()
     reached = {d.split(".")[0] for m, deps in graph.items() if m.startswith("render") for d in deps}
     assert reached <= {"render", "config", "checkpoint", "data"}
-    assert {d for m, deps in graph.items() if m.startswith("render") for d in deps if d.startswith("data")} <= {"data.tasks"}
+    data = {d for m, deps in graph.items() if m.startswith("render") for d in deps if d.startswith("data")}
+    assert data <= {"data.tasks", "data.train_positions"}
     assert any(d.startswith("render") for m, deps in graph.items() if m.startswith("eval") for d in deps)

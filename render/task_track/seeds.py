@@ -436,11 +436,7 @@ def readme_summary(reports: Path) -> str:
     config = load_config(Config, reports.parent / "configs" / "tasks.yaml")
     recall = [t.acc("nope", "recall", L, s) for s in seeds]
     yarn = [t.acc("rope", task, x16, s, SCALED["yarn"]) for task in TASKS for s in seeds]
-    again_copy = {}  # each RoPE run trained again for DroPE: `copy` at 16x L with training-free YaRN
-    for folder in sorted((reports / "tasks" / "reproduction").glob("rope-seed*")):
-        seed = int(folder.name.removeprefix("rope-seed"))
-        again = pooled(previous_rows(folder / "results.json.gz", "eval.tasks", "accuracy"))
-        again_copy[seed] = again[("rope", seed, "copy", SCALED["yarn"], x16)]
+    again_copy = {s: cells[("rope", s, "copy", SCALED["yarn"], x16)] for s, (cells, _) in retrained_rope(reports).items()}
     unscaled = max(t.acc("rope", task, x16, s) for task in INDUCTION for s in seeds)
     copy = {run: [t.acc(run, "copy", x16, s) for s in seeds] for run in ("alibi", "nope", "t5")}
     (t5_best,) = [s for s in seeds if t.acc("t5", "copy", x16, s) == max(copy["t5"])]
@@ -487,14 +483,24 @@ def readme_summary(reports: Path) -> str:
         added_sentence(t))
 
 
+def retrained_rope(reports: Path) -> dict[int, tuple[dict, dict]]:
+    """Each RoPE run trained again for DroPE to continue (reports/tasks/reproduction/rope-seedN), as {seed: (its pooled
+    cells, what it learned at L)}."""
+    runs = {}
+    for folder in sorted((reports / "tasks" / "reproduction").glob("rope-seed*")):
+        rows = previous_rows(folder / "results.json.gz", "eval.tasks", "accuracy")
+        runs[int(folder.name.removeprefix("rope-seed"))] = pooled(rows), learned(rows)
+    return runs
+
+
 def retrained(reports: Path) -> str:
     """RoPE's seed-11 run trained again in a later session (reproduction/rope-seed11: its eval.tasks rows and
     metrics.jsonl) against the committed run of that seed: the validation curve from its first evaluation, what each
     learned at L, and the cells at 16x L unscaled and with training-free YaRN, beside the committed seeds' range; then
     each other seed's RoPE run trained again for DroPE (reproduction/rope-seedN), at 16x L with YaRN against its own."""
     t, folder, seed = track(reports / "tasks"), reports / "tasks" / "reproduction" / "rope-seed11", 11
-    rows = previous_rows(folder / "results.json.gz", "eval.tasks", "accuracy")
-    again, again_learned = pooled(rows), learned(rows)
+    runs = retrained_rope(reports)
+    again, again_learned = runs[seed]
     metrics = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     first = min(m["step"] for m in metrics if "val_acc_copy" in m)
     (at_first,) = [m for m in metrics if m["step"] == first and "val_acc_copy" in m]
@@ -507,11 +513,7 @@ def retrained(reports: Path) -> str:
     now = {task: again[("rope", seed, task, yarn, x16)] for task in TASKS}
     then = {task: t.acc("rope", task, x16, seed, yarn) for task in TASKS}
     copies = [t.acc("rope", "copy", x16, s, yarn) for s in t.seeds]
-    others = {}  # every other seed's RoPE run trained again for DroPE: (its pooled cells, learned at L)
-    for f in sorted(folder.parent.glob("rope-seed*")):
-        if f != folder and (f / "results.json.gz").exists():
-            rows = previous_rows(f / "results.json.gz", "eval.tasks", "accuracy")
-            others[int(f.name.removeprefix("rope-seed"))] = pooled(rows), learned(rows)
+    others = {s: v for s, v in runs.items() if s != seed}
 
     def again_also(s: int) -> str:  # another seed's RoPE run trained again, at 16x L with YaRN against the committed
         cells, ok = others[s]

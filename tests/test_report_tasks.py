@@ -254,7 +254,6 @@ def test_the_repeated_runs_weights_hash_is_recorded_for_sha256sum():
     assert re.fullmatch(r"[0-9a-f]{64}", digest) and name == "runs/tasks/seed11/alibi/model_0012000.safetensors"
 
 
-
 def test_each_rope_run_trained_again_for_drope_is_set_beside_the_committed_one():
     """reproduction/rope-seedN (the RoPE run each DroPE run continues): the page gives its `copy`, `recall` and
     `passkey` at 16x L with training-free YaRN beside the committed run's, and says `copy` went both ways only while
@@ -273,6 +272,7 @@ def test_each_rope_run_trained_again_for_drope_is_set_beside_the_committed_one()
                          f"{then[0]}%, {then[1]}% and {then[2]}%")
         moved.add((now[0] > then[0]) - (now[0] < then[0]))
     assert ("`copy` at 16x L with YaRN went both ways" in TASKS_PAGE) == ({-1, 1} <= moved)
+
 
 def test_the_16x_heads_probe_covers_every_run_on_copy():
     far = {(r["run"], r["seed"]): r for r in json.loads((TASK_REPORT / "heads-16x" / "heads.json").read_text())}

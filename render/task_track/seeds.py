@@ -436,7 +436,8 @@ def readme_summary(reports: Path) -> str:
     config = load_config(Config, reports.parent / "configs" / "tasks.yaml")
     recall = [t.acc("nope", "recall", L, s) for s in seeds]
     yarn = [t.acc("rope", task, x16, s, SCALED["yarn"]) for task in TASKS for s in seeds]
-    again_copy = {s: cells[("rope", s, "copy", SCALED["yarn"], x16)] for s, (cells, _) in retrained_rope(reports).items()}
+    again_copy = {s: cells[("rope", s, "copy", SCALED["yarn"], x16)]
+                  for s, (cells, _) in retrained_rope(reports).items()}
     unscaled = max(t.acc("rope", task, x16, s) for task in INDUCTION for s in seeds)
     copy = {run: [t.acc(run, "copy", x16, s) for s in seeds] for run in ("alibi", "nope", "t5")}
     (t5_best,) = [s for s in seeds if t.acc("t5", "copy", x16, s) == max(copy["t5"])]

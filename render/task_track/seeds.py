@@ -489,6 +489,8 @@ def retrained_rope(reports: Path) -> dict[int, tuple[dict, dict]]:
     cells, what it learned at L)}."""
     runs = {}
     for folder in sorted((reports / "tasks" / "reproduction").glob("rope-seed*")):
+        if not (folder / "metrics.jsonl").exists():  # still being measured: make task-drope-base copies its log last
+            continue
         rows = previous_rows(folder / "results.json.gz", "eval.tasks", "accuracy")
         runs[int(folder.name.removeprefix("rope-seed"))] = pooled(rows), learned(rows)
     return runs

@@ -274,6 +274,54 @@ def test_each_rope_run_trained_again_for_drope_is_set_beside_the_committed_one()
     assert ("`copy` at 16x L with YaRN went both ways" in TASKS_PAGE) == ({-1, 1} <= moved)
 
 
+def wilson(p: float, n: int) -> tuple[float, float]:
+    """The 95% Wilson interval of an accuracy over n sequences, written out here rather than imported."""
+    centre, half = (p + 1.96 ** 2 / (2 * n)) / (1 + 1.96 ** 2 / n), 1.96 * (
+        p * (1 - p) / n + 1.96 ** 2 / (4 * n * n)) ** 0.5 / (1 + 1.96 ** 2 / n)
+    return centre - half, centre + half
+
+
+def test_drope_against_yarn_and_the_context_methods_is_said_as_the_rows_are():
+    """DroPE at 16x L against training-free YaRN (the README's sentence) and against each context method on the same
+    seeds' RoPE runs (the page): above or below on a task only where the 95% intervals over its 120 sequences are apart
+    in every seed."""
+    seeds = sorted({r["seed"] for r in TRACK_ROWS if r["run"] == "drope"})
+    assert seeds == [11, 12, 13]
+    sequences = {s: sum(r["samples"] for r in TRACK_ROWS if (r["run"], r["seed"], r["task"], r["length"])
+                        == ("drope", s, "copy", X16)) for s in seeds}
+    assert set(sequences.values()) == {120}
+
+    def sides(other):
+        out = {}
+        for task in TASK_NAMES:
+            got = set()
+            for s in seeds:
+                (lo_d, hi_d) = wilson(TRACK_POOLED[("drope", s, task, "none (fine-tuned)", X16)], 120)
+                (lo_o, hi_o) = wilson(other(s, task), 120)
+                got.add("above" if lo_d > hi_o else "below" if hi_d < lo_o else "level")
+            out[task] = got.pop() if len(got) == 1 else "mixed"
+        return ([f"`{t}`" for t in TASK_NAMES if out[t] == "above"] or ["no task"],
+                [f"`{t}`" for t in TASK_NAMES if out[t] == "below"] or ["no task"])
+
+    def listed(items):
+        return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    above, below = sides(lambda s, task: TRACK_POOLED[("rope", s, task, SCALED["yarn"], X16)])
+    readme = prose(ROOT / "README.md")
+    says(readme, f"DroPE against training-free YaRN at 16x (intervals apart in every seed): above on {listed(above)}, "
+                 f"below on {listed(below)}")
+    names = {"self-extend": "Self-Extend", "rerope": "ReRoPE", "leaky-rerope": "Leaky ReRoPE", "dca": "DCA",
+             "sinks": "the attention sinks", "logn": "log-n"}
+    for method, name in names.items():
+        cells = previous_rows(TASK_REPORT / "context" / method / "results.json.gz", "eval.tasks", "accuracy")
+        hits = {}
+        for r in cells:
+            if r["run"] == "rope" and r["length"] == X16:
+                h = hits.setdefault((r["seed"], r["task"]), [0, 0])
+                h[0], h[1] = h[0] + round(r["accuracy"] * r["answers"]), h[1] + r["answers"]
+        above, below = sides(lambda s, task: hits[(s, task)][0] / hits[(s, task)][1])
+        says(TASKS_PAGE, f"above {name} on {listed(above)} and below it on {listed(below)}")
+
+
 def test_the_16x_heads_probe_covers_every_run_on_copy():
     far = {(r["run"], r["seed"]): r for r in json.loads((TASK_REPORT / "heads-16x" / "heads.json").read_text())}
     assert set(far) == {(run, s) for run in ("rope", "alibi", "nope", "t5") for s in TRACK_SEEDS}

@@ -11,6 +11,8 @@ from render.prose import claim, listed, named, number, paragraph, seeds_named
 from render.rows import previous_rows
 from render.tasks import DRAWN, RESULTS, interval, pooled
 from data.tasks import values_only_level
+from render.task_track.context import METHODS as CONTEXT_METHODS, Context
+from render.text_study.context import NAMES as CONTEXT_NAMES
 from render.task_track.track import (
     FINE_TUNED, INDUCTION, SCALED, TASKS, Track, pct, readings_apart, track, validation_sequences)
 
@@ -215,45 +217,72 @@ def drawn_positions(reports: Path, t: Track, runs: list[str]) -> str:
     return paragraph(*sentences[:1]) + "\n\n" + "\n".join(lines) + "\n\n" + paragraph(*sentences[1:])
 
 
+def side(a: float, b: float, sequences: int) -> int:
+    """1 where accuracy a is above b with their 95% intervals over `sequences` apart (every cell at one length pools as
+    many), -1 where below, 0 where the intervals meet."""
+    (lo_a, hi_a), (lo_b, hi_b) = interval(a, sequences), interval(b, sequences)
+    return 1 if lo_a > hi_b else -1 if hi_a < lo_b else 0
+
+
+WORD = {1: "above", -1: "below", 0: "level"}
+
+
 def drope_sides(t: Track, seeds: list[int]) -> tuple[list[str], list[str], list[str]]:
     """The tasks on which DroPE is above training-free YaRN at 16x L in every seed (95% intervals over sequences
     apart), below it, and the rest."""
     x16, label = 16 * t.L, label_of(t, "drope")
     seeds = drope_seeds(t, seeds)
 
-    def side(task, s):
-        """1: DroPE above YaRN, -1: below, 0: their intervals overlap."""
-        d, y = t.pooled[("drope", s, task, label, x16)], t.pooled[("rope", s, task, SCALED["yarn"], x16)]
-        n = t.sequences[("drope", s, task, x16)]
-        (lo_d, hi_d), (lo_y, hi_y) = interval(d, n), interval(y, n)
-        return 1 if lo_d > hi_y else -1 if hi_d < lo_y else 0
-    sides = {task: {side(task, s) for s in seeds} for task in TASKS}
+    sides = {task: {side(t.pooled[("drope", s, task, label, x16)], t.pooled[("rope", s, task, SCALED["yarn"], x16)],
+                         t.sequences[("drope", s, task, x16)]) for s in seeds} for task in TASKS}
     return ([f"`{task}`" for task, v in sides.items() if v == {1}], [f"`{task}`" for task, v in sides.items() if v == {-1}],
             [f"`{task}`" for task, v in sides.items() if v not in ({1}, {-1})])
 
 
 def against_own_base(reports: Path, t: Track, seeds: list[int]) -> str:
     """DroPE against training-free YaRN on the very RoPE run it continued, where that run's rows are committed
-    (reproduction/rope-seedN): the tasks on which it is above or below at 16x L, 95% intervals over sequences apart."""
+    (reproduction/rope-seedN): a table of the two at 16x L, each cell marked above, below or level (95% intervals over
+    sequences apart or not)."""
     x16, label, yarn = 16 * t.L, label_of(t, "drope"), SCALED["yarn"]
-    said = []
+    lines = []
     for s in seeds:
         path = reports / "tasks" / "reproduction" / f"rope-seed{s}" / "results.json.gz"
         if not path.exists():
             continue
         base = pooled(previous_rows(path, "eval.tasks", "accuracy"))
-        sides = {}
+        cells = []
         for task in TASKS:
-            n = t.sequences[("drope", s, task, x16)]
-            (lo_d, hi_d), (lo_y, hi_y) = (interval(t.pooled[("drope", s, task, label, x16)], n),
-                                          interval(base[("rope", s, task, yarn, x16)], n))
-            sides[task] = "above" if lo_d > hi_y else "below" if hi_d < lo_y else "level"
-        parts = [f"{side} on {listed([f'`{k}`' for k, v in sides.items() if v == side])}"
-                 for side in ("above", "below", "level") if side in sides.values()]
-        said.append(f"Against training-free YaRN on the very run it continued (seed {s}; YaRN there at 16x L: "
-                    + ", ".join(f"`{k}` {pct(base[('rope', s, k, yarn, x16)])}%" for k in TASKS)
-                    + f"), DroPE is {listed(parts)}.")
-    return " ".join(said)
+            d, y = t.pooled[("drope", s, task, label, x16)], base[("rope", s, task, yarn, x16)]
+            cells.append(f"{pct(d)} / {pct(y)}, {WORD[side(d, y, t.sequences[('drope', s, task, x16)])]}")
+        lines.append(f"| {s} | " + " | ".join(cells) + " |")
+    if not lines:
+        return ""
+    return (paragraph("Against training-free YaRN on the very run it continued, at 16x L (DroPE / YaRN, %; above or "
+                      "below where their 95% intervals over sequences are apart):") + "\n\n"
+            "| seed | " + " | ".join(f"`{task}`" for task in TASKS) + " |\n|---|" + "---:|" * len(TASKS) + "\n"
+            + "\n".join(lines))
+
+
+def drope_against_context(reports: Path, t: Track, seeds: list[int]) -> str:
+    """DroPE against each training-free context method on the same seeds' RoPE runs at 16x L (make task-context's
+    rows): the tasks on which it is above or below in every seed, 95% intervals over sequences apart."""
+    x16, label = 16 * t.L, label_of(t, "drope")
+    said = []
+    for method in CONTEXT_METHODS:
+        c = Context(reports / "tasks", method)
+        if not set(seeds) <= set(c.seeds):
+            continue
+        sides = {task: {side(t.pooled[("drope", s, task, label, x16)], c.acc("rope", task, x16, s),
+                             t.sequences[("drope", s, task, x16)]) for s in seeds} for task in TASKS}
+        above = [f"`{k}`" for k, v in sides.items() if v == {1}]
+        below = [f"`{k}`" for k, v in sides.items() if v == {-1}]
+        said.append(f"above {CONTEXT_NAMES[method]} on {listed(above) if above else 'no task'} and below it on "
+                    f"{listed(below) if below else 'no task'}")
+    if not said:
+        return ""
+    return (f"Against the training-free context methods on the same RoPE runs at 16x L ([Training-free context "
+            f"methods](#training-free-context-methods), {seeds_named(seeds)}), DroPE is, with 95% intervals over "
+            f"sequences apart in every seed: " + "; ".join(said) + ".")
 
 
 def drope_unlearned(t: Track, seeds: list[int]) -> list[str]:
@@ -316,12 +345,12 @@ def drope_against_yarn(reports: Path, t: Track, seeds: list[int]) -> str:
         "Each DroPE run continues its seed's RoPE run trained again for it (run folders are not committed): the same "
         "recipe and seed as the RoPE rows it is compared with, not the same weights (\"Not the same run on another "
         "machine\" below).",
-        against_own_base(reports, t, seeds),
+        drope_against_context(reports, t, seeds),
         f"Its recalibration is {number(cfg.train.max_steps)} steps of {cfg.train.batch_size} x {cfg.model.max_seq_len} "
         f"tokens ({number(tokens)} tokens, {100 * tokens / base_tokens:.1f}% of the RoPE run's {number(base_tokens)}), at "
         "L, added to its budget;",
         claim(fine_tune.train.max_steps * fine_tune.train.batch_size * fine_tune.model.max_seq_len == tokens,
-              "the 4x fine-tunes train as many tokens at 4x L."))
+              "the 4x fine-tunes train as many tokens at 4x L.")) + "\n\n" + against_own_base(reports, t, seeds)
 
 
 def added_sentence(t: Track) -> str:

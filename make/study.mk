@@ -42,7 +42,9 @@ ARGS_rope-pose-continued := model.position.scaling=null model.max_seq_len=128 tr
 # DroPE (arXiv 2512.12167): the RoPE run's weights recalibrated without positions at L, with the 4x fine-tunes'
 # steps and tokens (L-token windows, 4x the batch)
 ARGS_drope := model.position.type=nope model.position.scaling=null model.max_seq_len=128 train.batch_size=32
-CONTINUED := $(EXTENSIONS) rope-pose-continued drope  # runs that continue the seed's RoPE run
+# DroPE with 8x the recalibration (the task track's recalibration-cost runs: make task-drope-long)
+ARGS_drope-long := $(ARGS_drope) train.max_steps=2000
+CONTINUED := $(EXTENSIONS) rope-pose-continued drope drope-long  # runs that continue the seed's RoPE run
 SEED_NUMBERS ?= $(shell seq 1 $(SEEDS))  # or a list: SEED_NUMBERS="4 5" RESUME=1 adds seeds 4 and 5 to a report
 RUN_TARGETS := $(foreach s,$(SEED_NUMBERS),$(addprefix run/$(s)/,$(RUNS)))
 STUDY_RUNS := $(foreach s,$(SEED_NUMBERS),$(addprefix $(STUDY)/seed$(s)/,$(RUNS)))

@@ -20,7 +20,16 @@ TASK_ADDED := $(TASK_ADDED_ENCODINGS) rope-half p-rope rnope-swa rope-pose rope-
 extrapolation-tasks-added:  ## every other method on the track, into its report's rows (SEED_NUMBERS="11 12 13")
 	$(MAKE) extrapolation-tasks TASK_ENCODINGS="$(TASK_ADDED_ENCODINGS)" TASK_RUNS="$(TASK_ADDED)" RESUME=1
 	$(MAKE) $(foreach s,$(SEED_NUMBERS),task-drope-base/$(s)) STUDY=runs/tasks STUDY_CONFIG=configs/tasks.yaml
+	$(MAKE) task-drope-long
 	$(MAKE) task-drawn
+
+# What more recalibration buys DroPE (reports/tasks/README.md, DroPE's paragraph): each seed's DroPE run again with
+# 8x its steps (ARGS_drope-long), from the same RoPE run, evaluated into reports/tasks/drope-long.
+task-drope-long:  ## DroPE recalibrated 8x as long, on the RoPE runs task-drope-base trained (reports/tasks/drope-long)
+	$(MAKE) $(foreach s,$(SEED_NUMBERS),task-eval/$(s)/drope-long) STUDY=runs/tasks STUDY_CONFIG=configs/tasks.yaml \
+		EXTEND_CONFIG=configs/extend-4x-tasks.yaml RESUME=1
+	$(PY) -m render.merge $(if $(RESUME),$(wildcard reports/tasks/drope-long)) \
+		$(foreach s,$(SEED_NUMBERS),runs/tasks/eval/seed$(s)/drope-long) --out reports/tasks/drope-long
 
 # The randomized-position runs measured as their paper's code measures them (reports/tasks/README.md, "Every method on
 # the track"): each sequence given positions drawn from [0, 16L) at 1x-8x L (eval.tasks --drawn-positions; at 16x L

@@ -369,3 +369,7 @@ def test_the_studies_name_each_new_method_as_a_run():
                     "EXTEND_CONFIG=configs/extend-4x-tasks.yaml")
     assert "--config configs/extend-4x-tasks.yaml train.init_from=runs/tasks/seed1/rope" in drope
     assert "model.position.type=nope model.position.scaling=null model.max_seq_len=128 train.batch_size=32" in drope
+    longer = command("drope-long", "STUDY=runs/tasks", "STUDY_CONFIG=configs/tasks.yaml",
+                     "EXTEND_CONFIG=configs/extend-4x-tasks.yaml")  # make task-drope-long: the same, 8x the steps
+    assert longer == drope.replace("run.name=drope ", "run.name=drope-long ").replace(
+        "train.batch_size=32", "train.batch_size=32 train.max_steps=2000")

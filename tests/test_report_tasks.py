@@ -281,45 +281,69 @@ def wilson(p: float, n: int) -> tuple[float, float]:
     return centre - half, centre + half
 
 
+DROPE_SEEDS = (11, 12, 13)
+
+
+def at_16x(path: Path, run: str, scaling: str) -> dict[tuple, float]:
+    """{(seed, task): accuracy at 16x L pooled over the bands} of one run and scaling (or context method) in an
+    eval.tasks folder, counted here."""
+    hits = {}
+    for r in previous_rows(path, "eval.tasks", "accuracy"):
+        if (r["run"], r["length"], r["scaling"]) == (run, X16, scaling):
+            h = hits.setdefault((r["seed"], r["task"]), [0, 0])
+            h[0], h[1] = h[0] + round(r["accuracy"] * r["answers"]), h[1] + r["answers"]
+    return {k: a / n for k, (a, n) in hits.items()}
+
+
+def sides(one: dict, other: dict) -> str:
+    """'above on ..., below on ...': the tasks where `one` is above or below `other` in every DroPE seed, their 95%
+    intervals over the 120 sequences of a 16x cell apart."""
+    out = {}
+    for task in TASK_NAMES:
+        got = set()
+        for s in DROPE_SEEDS:
+            (lo_a, hi_a), (lo_b, hi_b) = wilson(one[(s, task)], 120), wilson(other[(s, task)], 120)
+            got.add("above" if lo_a > hi_b else "below" if hi_a < lo_b else "level")
+        out[task] = got.pop() if len(got) == 1 else "mixed"
+
+    def listed(side):
+        items = [f"`{t}`" for t in TASK_NAMES if out[t] == side] or ["no task"]
+        return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    return f"above on {listed('above')}, below on {listed('below')}"
+
+
 def test_drope_against_yarn_and_the_context_methods_is_said_as_the_rows_are():
     """DroPE at 16x L against training-free YaRN (the README's sentence) and against each context method on the same
     seeds' RoPE runs (the page): above or below on a task only where the 95% intervals over its 120 sequences are apart
     in every seed."""
-    seeds = sorted({r["seed"] for r in TRACK_ROWS if r["run"] == "drope"})
-    assert seeds == [11, 12, 13]
-    sequences = {s: sum(r["samples"] for r in TRACK_ROWS if (r["run"], r["seed"], r["task"], r["length"])
-                        == ("drope", s, "copy", X16)) for s in seeds}
-    assert set(sequences.values()) == {120}
-
-    def sides(other):
-        out = {}
-        for task in TASK_NAMES:
-            got = set()
-            for s in seeds:
-                (lo_d, hi_d) = wilson(TRACK_POOLED[("drope", s, task, "none (fine-tuned)", X16)], 120)
-                (lo_o, hi_o) = wilson(other(s, task), 120)
-                got.add("above" if lo_d > hi_o else "below" if hi_d < lo_o else "level")
-            out[task] = got.pop() if len(got) == 1 else "mixed"
-        return ([f"`{t}`" for t in TASK_NAMES if out[t] == "above"] or ["no task"],
-                [f"`{t}`" for t in TASK_NAMES if out[t] == "below"] or ["no task"])
-
-    def listed(items):
-        return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-    above, below = sides(lambda s, task: TRACK_POOLED[("rope", s, task, SCALED["yarn"], X16)])
-    readme = prose(ROOT / "README.md")
-    says(readme, f"DroPE against training-free YaRN at 16x (intervals apart in every seed): above on {listed(above)}, "
-                 f"below on {listed(below)}")
+    assert {r["seed"] for r in TRACK_ROWS if r["run"] == "drope"} == set(DROPE_SEEDS)
+    assert {sum(r["samples"] for r in TRACK_ROWS if (r["run"], r["seed"], r["task"], r["length"]) == ("drope", s, t, X16))
+            for s in DROPE_SEEDS for t in TASK_NAMES} == {120}
+    drope = at_16x(TASK_REPORT / "results.json.gz", "drope", "none (fine-tuned)")
+    yarn = at_16x(TASK_REPORT / "results.json.gz", "rope", "yarn")
+    says(prose(ROOT / "README.md"), f"DroPE against training-free YaRN at 16x (intervals apart in every seed): "
+                                    f"{sides(drope, yarn)}")
     names = {"self-extend": "Self-Extend", "rerope": "ReRoPE", "leaky-rerope": "Leaky ReRoPE", "dca": "DCA",
              "sinks": "the attention sinks", "logn": "log-n"}
     for method, name in names.items():
-        cells = previous_rows(TASK_REPORT / "context" / method / "results.json.gz", "eval.tasks", "accuracy")
-        hits = {}
-        for r in cells:
-            if r["run"] == "rope" and r["length"] == X16:
-                h = hits.setdefault((r["seed"], r["task"]), [0, 0])
-                h[0], h[1] = h[0] + round(r["accuracy"] * r["answers"]), h[1] + r["answers"]
-        above, below = sides(lambda s, task: hits[(s, task)][0] / hits[(s, task)][1])
-        says(TASKS_PAGE, f"above {name} on {listed(above)} and below it on {listed(below)}")
+        above, below = sides(drope, at_16x(TASK_REPORT / "context" / method / "results.json.gz", "rope", method)).split(", ")
+        says(TASKS_PAGE, f"{above.replace('above on', f'above {name} on')} and {below.replace('below on', 'below it on')}")
+
+
+def test_drope_recalibrated_8x_as_long_is_said_as_its_rows_are():
+    """make task-drope-long's rows (reports/tasks/drope-long): each DroPE seed recalibrated again for 2,000 steps, and
+    the page's sentence on what the extra steps changed at 16x L, recomputed here."""
+    folder = TASK_REPORT / "drope-long"
+    assert {(r["run"], r["seed"]) for r in previous_rows(folder / "results.json.gz", "eval.tasks", "accuracy")} == \
+        {("drope-long", s) for s in DROPE_SEEDS}
+    curves = json.loads((folder / "training.json").read_text())
+    assert {max(r["step"] for r in curves if r["seed"] == s) for s in DROPE_SEEDS} == {2000}
+    assert all(r["continued"] for r in curves)
+    longer = at_16x(folder / "results.json.gz", "drope-long", "none (fine-tuned)")
+    drope = at_16x(TASK_REPORT / "results.json.gz", "drope", "none (fine-tuned)")
+    yarn = at_16x(TASK_REPORT / "results.json.gz", "rope", "yarn")
+    says(TASKS_PAGE, f"With 2,000 steps against 250, at 16x L (95% intervals over sequences apart in every seed): "
+                     f"{sides(longer, drope)}. Against training-free YaRN: {sides(longer, yarn)}.")
 
 
 def test_the_16x_heads_probe_covers_every_run_on_copy():

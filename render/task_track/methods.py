@@ -2,6 +2,7 @@
 randomized-position runs scored on drawn positions, and DroPE against its own base and training-free YaRN."""
 from __future__ import annotations
 
+import json
 import re
 import statistics
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 from config import Config, load_config
 from render.prose import claim, listed, named, number, paragraph, seeds_named
 from render.rows import previous_rows
-from render.tasks import DRAWN, RESULTS, interval, pooled
+from render.tasks import DRAWN, RESULTS, interval, learned, pooled
 from data.tasks import values_only_level
 from render.task_track.context import METHODS as CONTEXT_METHODS, Context
 from render.text_study.context import NAMES as CONTEXT_NAMES
@@ -326,10 +327,7 @@ def drope_against_yarn(reports: Path, t: Track, seeds: list[int]) -> str:
     seeds = drope_seeds(t, seeds)
     above, below, rest = drope_sides(t, seeds)
     short = drope_unlearned(t, seeds)
-    study = (reports.parent / "make" / "study.mk").read_text()
-    overrides = re.search(r"^ARGS_drope := (.+)$", study, re.M)[1].split()
-    cfg = load_config(Config, reports.parent / "configs" / "extend-4x-tasks.yaml", overrides)
-    base = load_config(Config, reports.parent / "configs" / "tasks.yaml")
+    cfg, base = drope_config(reports, "drope"), load_config(Config, reports.parent / "configs" / "tasks.yaml")
     fine_tune = load_config(Config, reports.parent / "configs" / "extend-4x-tasks.yaml")
     tokens = cfg.train.max_steps * cfg.train.batch_size * cfg.model.max_seq_len
     base_tokens = base.train.max_steps * base.train.batch_size * base.model.max_seq_len
@@ -350,7 +348,86 @@ def drope_against_yarn(reports: Path, t: Track, seeds: list[int]) -> str:
         f"tokens ({number(tokens)} tokens, {100 * tokens / base_tokens:.1f}% of the RoPE run's {number(base_tokens)}), at "
         "L, added to its budget;",
         claim(fine_tune.train.max_steps * fine_tune.train.batch_size * fine_tune.model.max_seq_len == tokens,
-              "the 4x fine-tunes train as many tokens at 4x L.")) + "\n\n" + against_own_base(reports, t, seeds)
+              "the 4x fine-tunes train as many tokens at 4x L.")) + "\n\n" + against_own_base(reports, t, seeds) \
+        + longer_recalibration(reports, t, seeds, tokens, base_tokens)
+
+
+def drope_config(reports: Path, run: str) -> Config:
+    """A DroPE run's config: the track's fine-tune config with make/study.mk's ARGS_RUN on it (ARGS_drope inside
+    ARGS_drope-long spelled out)."""
+    study = (reports.parent / "make" / "study.mk").read_text()
+    args = re.search(rf"^ARGS_{run} := (.+)$", study, re.M)[1]
+    args = args.replace("$(ARGS_drope)", re.search(r"^ARGS_drope := (.+)$", study, re.M)[1])
+    return load_config(Config, reports.parent / "configs" / "extend-4x-tasks.yaml", args.split())
+
+
+def longer_recalibration(reports: Path, t: Track, seeds: list[int], tokens: int, base_tokens: int) -> str:
+    """make task-drope-long's rows (reports/tasks/drope-long): each seed's DroPE recalibrated again from the same RoPE
+    run with more steps, beside the DroPE rows above and training-free YaRN at 16x L, and what the extra steps
+    changed (95% intervals over sequences apart in every seed)."""
+    path = reports / "tasks" / "drope-long" / "results.json.gz"
+    if not path.exists():
+        return ""
+    rows = previous_rows(path, "eval.tasks", "accuracy")
+    cells, long_learned = pooled(rows), learned(rows)
+    seeds = [s for s in seeds if any(r["seed"] == s for r in rows)]
+    steps, long_steps = drope_config(reports, "drope").train.max_steps, drope_config(reports, "drope-long").train.max_steps
+    long_tokens = tokens * long_steps // steps
+    x16, label = 16 * t.L, label_of(t, "drope")
+    shown = {"drope": {(s, task): t.pooled[("drope", s, task, label, x16)] for s in seeds for task in TASKS},
+             "drope-long": {(s, task): cells[("drope-long", s, task, label, x16)] for s in seeds for task in TASKS},
+             "yarn": {(s, task): t.pooled[("rope", s, task, SCALED["yarn"], x16)] for s in seeds for task in TASKS}}
+    is_learned = {"drope": {k[1:]: v for k, v in t.learned.items() if k[0] == "drope"},
+                  "drope-long": {k[1:]: v for k, v in long_learned.items() if k[0] == "drope-long"}}
+
+    def missed(run):
+        if run not in is_learned:
+            return ""
+        lost = {task: [s for s in seeds if not is_learned[run].get((s, task), False)] for task in TASKS}
+        return "; ".join(f"`{task}` ({', '.join(map(str, ss))})" for task, ss in lost.items() if ss) or "none"
+
+    def sides(a, b):
+        out = {task: {side(shown[a][(s, task)], shown[b][(s, task)], t.sequences[("drope", s, task, x16)])
+                      for s in seeds} for task in TASKS}
+        above = [f"`{task}`" for task, v in out.items() if v == {1}]
+        below = [f"`{task}`" for task, v in out.items() if v == {-1}]
+        return f"above on {listed(above) if above else 'no task'}, below on {listed(below) if below else 'no task'}"
+    names = {"drope": f"DroPE, {number(steps)} steps", "drope-long": f"DroPE, {number(long_steps)} steps",
+             "yarn": "RoPE + YaRN (training-free)"}
+    lines = ["| run | not learned at L (seeds) | " + " | ".join(f"`{task}` at 16x" for task in TASKS) + " |",
+             "|---|---|" + "---:|" * len(TASKS)]
+    for run, name in names.items():
+        lines.append(f"| {name} | {missed(run)} | "
+                     + " | ".join(" / ".join(pct(shown[run][(s, task)]) for s in seeds) for task in TASKS) + " |")
+    text = paragraph(
+        f"**More recalibration.** `make task-drope-long` recalibrates each seed's DroPE again from the same RoPE run "
+        f"with {long_steps // steps}x the steps ({number(long_steps)} steps, {number(long_tokens)} tokens, "
+        f"{100 * long_tokens / base_tokens:.1f}% of the RoPE run's budget). Accuracy at 16x L (%), {seeds_named(seeds)} "
+        "in that order:")
+    nope_best = max(t.pooled[("nope", s, task, "none", x16)] for s in seeds for task in TASKS)
+    said = paragraph(
+        f"With {number(long_steps)} steps against {number(steps)}, at 16x L (95% intervals over sequences apart in "
+        f"every seed): {sides('drope-long', 'drope')}. Against training-free YaRN: {sides('drope-long', 'yarn')}.",
+        "Every length and band: [drope-long/results.md](drope-long/results.md).",
+        "A reading these rows allow but do not prove: the longer DroPE trains without positions, the nearer it comes "
+        "to a model trained without them from the start, and the track's NoPE runs of these seeds keep at most "
+        f"{pct(nope_best)}% on any task at 16x L.")
+    return "\n\n" + text + "\n\n" + "\n".join(lines) + "\n\n" + said + "\n\n" + recalibration_table(
+        json.loads((path.parent / "training.json").read_text()), seeds, steps)
+
+
+def recalibration_table(curves: list[dict], seeds: list[int], steps: int) -> str:
+    """The longer recalibration's validation accuracy at L (training.json: 25 sequences a task a reading), the mean over
+    `seeds` at the shorter run's last step and at each doubling of it to the end."""
+    last = max(r["step"] for r in curves)
+    shown = [n for n in (steps * 2 ** k for k in range(last.bit_length())) if n <= last]
+    lines = [paragraph(f"Its validation accuracy at L during the recalibration (%, the mean over {seeds_named(seeds)}):"),
+             "", "| step | " + " | ".join(f"`{task}`" for task in TASKS) + " |", "|---:|" + "---:|" * len(TASKS)]
+    for n in shown:
+        cells = [statistics.fmean(r["accuracy"] for r in curves if (r["step"], r["task"]) == (n, task)
+                                  and r["seed"] in seeds) for task in TASKS]
+        lines.append(f"| {number(n)} | " + " | ".join(pct(c) for c in cells) + " |")
+    return "\n".join(lines)
 
 
 def added_sentence(t: Track) -> str:

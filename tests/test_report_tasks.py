@@ -262,6 +262,7 @@ def test_each_rope_run_trained_again_for_drope_is_set_beside_the_committed_one()
     yarn, retrieval = SCALED["yarn"], ("copy", "recall", "passkey")
     folders = sorted((TASK_REPORT / "reproduction").glob("rope-seed*"))
     assert [f.name for f in folders][:2] == ["rope-seed11", "rope-seed12"]
+    assert all((f / "metrics.jsonl").exists() for f in folders)  # complete: the page leaves out a folder without it
     moved = set()
     for folder in folders:
         seed = int(folder.name.removeprefix("rope-seed"))

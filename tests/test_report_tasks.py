@@ -345,6 +345,12 @@ def test_drope_recalibrated_8x_as_long_is_said_as_its_rows_are():
     yarn = at_16x(TASK_REPORT / "results.json.gz", "rope", "yarn")
     says(TASKS_PAGE, f"With 2,000 steps against 250, at 16x L (95% intervals over sequences apart in every seed): "
                      f"{sides(longer, drope)}. Against training-free YaRN: {sides(longer, yarn)}.")
+    from render.tasks import learned
+    unlearned = {run: sum(not ok for (r, _, _), ok in learned(rows).items() if r == run) for run, rows in (
+        ("drope", TRACK_ROWS), ("drope-long", previous_rows(folder / "results.json.gz", "eval.tasks", "accuracy")))}
+    assert unlearned["drope"] > unlearned["drope-long"]
+    says(prose(ROOT / "README.md"), f"with 8x the recalibration, fewer tasks below 90% at L, at 16x against the "
+                                    f"shorter: {sides(longer, drope)}")
 
 
 def test_the_16x_heads_probe_covers_every_run_on_copy():

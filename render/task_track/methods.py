@@ -361,59 +361,77 @@ def drope_config(reports: Path, run: str) -> Config:
     return load_config(Config, reports.parent / "configs" / "extend-4x-tasks.yaml", args.split())
 
 
-def longer_recalibration(reports: Path, t: Track, seeds: list[int], tokens: int, base_tokens: int) -> str:
+class LongerRecalibration:
     """make task-drope-long's rows (reports/tasks/drope-long): each seed's DroPE recalibrated again from the same RoPE
-    run with more steps, beside the DroPE rows above and training-free YaRN at 16x L, and what the extra steps
-    changed (95% intervals over sequences apart in every seed)."""
-    path = reports / "tasks" / "drope-long" / "results.json.gz"
-    if not path.exists():
-        return ""
-    rows = previous_rows(path, "eval.tasks", "accuracy")
-    cells, long_learned = pooled(rows), learned(rows)
-    seeds = [s for s in seeds if any(r["seed"] == s for r in rows)]
-    steps, long_steps = drope_config(reports, "drope").train.max_steps, drope_config(reports, "drope-long").train.max_steps
-    long_tokens = tokens * long_steps // steps
-    x16, label = 16 * t.L, label_of(t, "drope")
-    shown = {"drope": {(s, task): t.pooled[("drope", s, task, label, x16)] for s in seeds for task in TASKS},
-             "drope-long": {(s, task): cells[("drope-long", s, task, label, x16)] for s in seeds for task in TASKS},
-             "yarn": {(s, task): t.pooled[("rope", s, task, SCALED["yarn"], x16)] for s in seeds for task in TASKS}}
-    is_learned = {"drope": {k[1:]: v for k, v in t.learned.items() if k[0] == "drope"},
-                  "drope-long": {k[1:]: v for k, v in long_learned.items() if k[0] == "drope-long"}}
+    run with more steps, beside the track's DroPE rows and training-free YaRN: cells at 16x L by (seed, task), what
+    each learned at L, and the steps of each."""
 
-    def missed(run):
-        if run not in is_learned:
+    def __init__(self, t: Track, seeds: list[int]):
+        reports, path = t.folder.parent, t.folder / "drope-long" / "results.json.gz"
+        rows = previous_rows(path, "eval.tasks", "accuracy")
+        cells, long_learned = pooled(rows), learned(rows)
+        self.t, self.seeds = t, [s for s in seeds if any(r["seed"] == s for r in rows)]
+        self.steps, self.long_steps = (drope_config(reports, run).train.max_steps for run in ("drope", "drope-long"))
+        self.curves = json.loads((path.parent / "training.json").read_text())
+        x16, label = 16 * t.L, label_of(t, "drope")
+        self.shown = {run: {(s, task): acc(s, task) for s in self.seeds for task in TASKS} for run, acc in (
+            ("drope", lambda s, task: t.pooled[("drope", s, task, label, x16)]),
+            ("drope-long", lambda s, task: cells[("drope-long", s, task, label, x16)]),
+            ("yarn", lambda s, task: t.pooled[("rope", s, task, SCALED["yarn"], x16)]))}
+        self.learned = {"drope": {k[1:]: v for k, v in t.learned.items() if k[0] == "drope"},
+                        "drope-long": {k[1:]: v for k, v in long_learned.items() if k[0] == "drope-long"}}
+
+    def sides(self, a: str, b: str) -> tuple[list[str], list[str]]:
+        """The tasks (named `task`) where run a is above run b at 16x L in every seed, and below, 95% intervals over
+        sequences apart."""
+        n = {s: self.t.sequences[("drope", s, TASKS[0], 16 * self.t.L)] for s in self.seeds}  # as many every task
+        out = {task: {side(self.shown[a][(s, task)], self.shown[b][(s, task)], n[s]) for s in self.seeds}
+               for task in TASKS}
+        return ([f"`{task}`" for task, v in out.items() if v == {1}],
+                [f"`{task}`" for task, v in out.items() if v == {-1}])
+
+    def said(self, a: str, b: str) -> str:
+        above, below = self.sides(a, b)
+        return f"above on {listed(above) if above else 'no task'}, below on {listed(below) if below else 'no task'}"
+
+    def missed(self, run: str) -> str:
+        """The tasks a DroPE run left below 90% at L, with the seeds ('' for YaRN's row)."""
+        if run not in self.learned:
             return ""
-        lost = {task: [s for s in seeds if not is_learned[run].get((s, task), False)] for task in TASKS}
+        lost = {task: [s for s in self.seeds if not self.learned[run].get((s, task), False)] for task in TASKS}
         return "; ".join(f"`{task}` ({', '.join(map(str, ss))})" for task, ss in lost.items() if ss) or "none"
 
-    def sides(a, b):
-        out = {task: {side(shown[a][(s, task)], shown[b][(s, task)], t.sequences[("drope", s, task, x16)])
-                      for s in seeds} for task in TASKS}
-        above = [f"`{task}`" for task, v in out.items() if v == {1}]
-        below = [f"`{task}`" for task, v in out.items() if v == {-1}]
-        return f"above on {listed(above) if above else 'no task'}, below on {listed(below) if below else 'no task'}"
+
+def longer_recalibration(reports: Path, t: Track, seeds: list[int], tokens: int, base_tokens: int) -> str:
+    """DroPE recalibrated again with more steps (LongerRecalibration) beside the shorter DroPE and training-free YaRN at
+    16x L, what the extra steps changed (95% intervals over sequences apart in every seed), and its curve at L."""
+    if not (t.folder / "drope-long" / "results.json.gz").exists():
+        return ""
+    r = LongerRecalibration(t, seeds)
+    steps, long_steps, seeds = r.steps, r.long_steps, r.seeds
+    long_tokens = tokens * long_steps // steps
     names = {"drope": f"DroPE, {number(steps)} steps", "drope-long": f"DroPE, {number(long_steps)} steps",
              "yarn": "RoPE + YaRN (training-free)"}
     lines = ["| run | not learned at L (seeds) | " + " | ".join(f"`{task}` at 16x" for task in TASKS) + " |",
              "|---|---|" + "---:|" * len(TASKS)]
     for run, name in names.items():
-        lines.append(f"| {name} | {missed(run)} | "
-                     + " | ".join(" / ".join(pct(shown[run][(s, task)]) for s in seeds) for task in TASKS) + " |")
+        lines.append(f"| {name} | {r.missed(run)} | "
+                     + " | ".join(" / ".join(pct(r.shown[run][(s, task)]) for s in seeds) for task in TASKS) + " |")
     text = paragraph(
         f"**More recalibration.** `make task-drope-long` recalibrates each seed's DroPE again from the same RoPE run "
         f"with {long_steps // steps}x the steps ({number(long_steps)} steps, {number(long_tokens)} tokens, "
         f"{100 * long_tokens / base_tokens:.1f}% of the RoPE run's budget). Accuracy at 16x L (%), {seeds_named(seeds)} "
         "in that order:")
-    nope_best = max(t.pooled[("nope", s, task, "none", x16)] for s in seeds for task in TASKS)
+    nope_best = max(t.pooled[("nope", s, task, "none", 16 * t.L)] for s in seeds for task in TASKS)
     said = paragraph(
         f"With {number(long_steps)} steps against {number(steps)}, at 16x L (95% intervals over sequences apart in "
-        f"every seed): {sides('drope-long', 'drope')}. Against training-free YaRN: {sides('drope-long', 'yarn')}.",
+        f"every seed): {r.said('drope-long', 'drope')}. Against training-free YaRN: {r.said('drope-long', 'yarn')}.",
         "Every length and band: [drope-long/results.md](drope-long/results.md).",
         "A reading these rows allow but do not prove: the longer DroPE trains without positions, the nearer it comes "
         "to a model trained without them from the start, and the track's NoPE runs of these seeds keep at most "
         f"{pct(nope_best)}% on any task at 16x L.")
     return "\n\n" + text + "\n\n" + "\n".join(lines) + "\n\n" + said + "\n\n" + recalibration_table(
-        json.loads((path.parent / "training.json").read_text()), seeds, steps)
+        r.curves, seeds, steps)
 
 
 def recalibration_table(curves: list[dict], seeds: list[int], steps: int) -> str:
@@ -442,6 +460,12 @@ def added_sentence(t: Track) -> str:
         drope = (f"; DroPE against training-free YaRN at 16x (intervals apart in every seed): above on "
                  f"{listed(above) if above else 'no task'}, below on {listed(below) if below else 'no task'}"
                  + (", not relearned at L" if below and set(below) <= set(drope_unlearned(t, seeds)) else ""))
+        if (t.folder / "drope-long" / "results.json.gz").exists():
+            r = LongerRecalibration(t, seeds)
+            fewer = sum(not v for v in r.learned["drope-long"].values()) < sum(
+                not r.learned["drope"].get(k, False) for k in r.learned["drope-long"])
+            drope += (f"; with {r.long_steps // r.steps}x the recalibration, {'fewer tasks below 90% at L, ' * fewer}"
+                      f"at 16x against the shorter: {r.said('drope-long', 'drope')}")
     so_far = f"{len(present)} of the {len(ADDED)} so far, " if len(present) < len(ADDED) else ""
     full = [s for s in seeds if all(s in t.ran[r] for r in present)]  # the seeds every method ran; then the others
     every = " in every seed" if len(seeds) > 1 else ""

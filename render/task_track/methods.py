@@ -349,7 +349,7 @@ def drope_against_yarn(reports: Path, t: Track, seeds: list[int]) -> str:
         "L, added to its budget;",
         claim(fine_tune.train.max_steps * fine_tune.train.batch_size * fine_tune.model.max_seq_len == tokens,
               "the 4x fine-tunes train as many tokens at 4x L.")) + "\n\n" + against_own_base(reports, t, seeds) \
-        + longer_recalibration(reports, t, seeds, tokens, base_tokens)
+        + longer_recalibration(t, seeds, tokens, base_tokens)
 
 
 def drope_config(reports: Path, run: str) -> Config:
@@ -402,7 +402,7 @@ class LongerRecalibration:
         return "; ".join(f"`{task}` ({', '.join(map(str, ss))})" for task, ss in lost.items() if ss) or "none"
 
 
-def longer_recalibration(reports: Path, t: Track, seeds: list[int], tokens: int, base_tokens: int) -> str:
+def longer_recalibration(t: Track, seeds: list[int], tokens: int, base_tokens: int) -> str:
     """DroPE recalibrated again with more steps (LongerRecalibration) beside the shorter DroPE and training-free YaRN at
     16x L, what the extra steps changed (95% intervals over sequences apart in every seed), and its curve at L."""
     if not (t.folder / "drope-long" / "results.json.gz").exists():

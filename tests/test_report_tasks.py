@@ -296,9 +296,9 @@ def at_16x(path: Path, run: str, scaling: str) -> dict[tuple, float]:
     return {k: a / n for k, (a, n) in hits.items()}
 
 
-def sides(one: dict, other: dict) -> str:
-    """'above on ..., below on ...': the tasks where `one` is above or below `other` in every DroPE seed, their 95%
-    intervals over the 120 sequences of a 16x cell apart."""
+def sides(one: dict, other: dict) -> tuple[str, str]:
+    """The tasks where `one` is above `other` in every DroPE seed, and below, their 95% intervals over the 120
+    sequences of a 16x cell apart: ('`copy` and `recall`', 'no task')."""
     out = {}
     for task in TASK_NAMES:
         got = set()
@@ -310,7 +310,12 @@ def sides(one: dict, other: dict) -> str:
     def listed(side):
         items = [f"`{t}`" for t in TASK_NAMES if out[t] == side] or ["no task"]
         return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-    return f"above on {listed('above')}, below on {listed('below')}"
+    return listed("above"), listed("below")
+
+
+def said(one: dict, other: dict) -> str:
+    above, below = sides(one, other)
+    return f"above on {above}, below on {below}"
 
 
 def test_drope_against_yarn_and_the_context_methods_is_said_as_the_rows_are():
@@ -318,25 +323,25 @@ def test_drope_against_yarn_and_the_context_methods_is_said_as_the_rows_are():
     seeds' RoPE runs (the page): above or below on a task only where the 95% intervals over its 120 sequences are apart
     in every seed."""
     assert {r["seed"] for r in TRACK_ROWS if r["run"] == "drope"} == set(DROPE_SEEDS)
-    assert {sum(r["samples"] for r in TRACK_ROWS if (r["run"], r["seed"], r["task"], r["length"]) == ("drope", s, t, X16))
-            for s in DROPE_SEEDS for t in TASK_NAMES} == {120}
+    cells = [(r["seed"], r["task"], r["samples"]) for r in TRACK_ROWS if (r["run"], r["length"]) == ("drope", X16)]
+    assert {sum(n for s_, t_, n in cells if (s_, t_) == (s, t)) for s in DROPE_SEEDS for t in TASK_NAMES} == {120}
     drope = at_16x(TASK_REPORT / "results.json.gz", "drope", "none (fine-tuned)")
     yarn = at_16x(TASK_REPORT / "results.json.gz", "rope", "yarn")
     says(prose(ROOT / "README.md"), f"DroPE against training-free YaRN at 16x (intervals apart in every seed): "
-                                    f"{sides(drope, yarn)}")
+                                    f"{said(drope, yarn)}")
     names = {"self-extend": "Self-Extend", "rerope": "ReRoPE", "leaky-rerope": "Leaky ReRoPE", "dca": "DCA",
              "sinks": "the attention sinks", "logn": "log-n"}
     for method, name in names.items():
-        above, below = sides(drope, at_16x(TASK_REPORT / "context" / method / "results.json.gz", "rope", method)).split(", ")
-        says(TASKS_PAGE, f"{above.replace('above on', f'above {name} on')} and {below.replace('below on', 'below it on')}")
+        above, below = sides(drope, at_16x(TASK_REPORT / "context" / method / "results.json.gz", "rope", method))
+        says(TASKS_PAGE, f"above {name} on {above} and below it on {below}")
 
 
 def test_drope_recalibrated_8x_as_long_is_said_as_its_rows_are():
     """make task-drope-long's rows (reports/tasks/drope-long): each DroPE seed recalibrated again for 2,000 steps, and
     the page's sentence on what the extra steps changed at 16x L, recomputed here."""
     folder = TASK_REPORT / "drope-long"
-    assert {(r["run"], r["seed"]) for r in previous_rows(folder / "results.json.gz", "eval.tasks", "accuracy")} == \
-        {("drope-long", s) for s in DROPE_SEEDS}
+    rows = previous_rows(folder / "results.json.gz", "eval.tasks", "accuracy")
+    assert {(r["run"], r["seed"]) for r in rows} == {("drope-long", s) for s in DROPE_SEEDS}
     curves = json.loads((folder / "training.json").read_text())
     assert {max(r["step"] for r in curves if r["seed"] == s) for s in DROPE_SEEDS} == {2000}
     assert all(r["continued"] for r in curves)
@@ -344,13 +349,13 @@ def test_drope_recalibrated_8x_as_long_is_said_as_its_rows_are():
     drope = at_16x(TASK_REPORT / "results.json.gz", "drope", "none (fine-tuned)")
     yarn = at_16x(TASK_REPORT / "results.json.gz", "rope", "yarn")
     says(TASKS_PAGE, f"With 2,000 steps against 250, at 16x L (95% intervals over sequences apart in every seed): "
-                     f"{sides(longer, drope)}. Against training-free YaRN: {sides(longer, yarn)}.")
+                     f"{said(longer, drope)}. Against training-free YaRN: {said(longer, yarn)}.")
     from render.tasks import learned
-    unlearned = {run: sum(not ok for (r, _, _), ok in learned(rows).items() if r == run) for run, rows in (
-        ("drope", TRACK_ROWS), ("drope-long", previous_rows(folder / "results.json.gz", "eval.tasks", "accuracy")))}
+    unlearned = {run: sum(not ok for (r, _, _), ok in learned(cells).items() if r == run)
+                 for run, cells in (("drope", TRACK_ROWS), ("drope-long", rows))}
     assert unlearned["drope"] > unlearned["drope-long"]
     says(prose(ROOT / "README.md"), f"with 8x the recalibration, fewer tasks below 90% at L, at 16x against the "
-                                    f"shorter: {sides(longer, drope)}")
+                                    f"shorter: {said(longer, drope)}")
 
 
 def test_the_16x_heads_probe_covers_every_run_on_copy():

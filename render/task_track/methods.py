@@ -213,8 +213,8 @@ def drawn_positions(reports: Path, t: Track, runs: list[str]) -> str:
         above = [f"`{task}`" for task in TASKS if apart(run, task) == 1]
         below = [f"`{task}`" for task in TASKS if apart(run, task) == -1]
         sentences.append(f"{SHORT[run]} at L, drawn against contiguous (95% intervals over sequences apart in "
-                         f"{'every seed' if len(seeds[run]) > 1 else seeds_named(seeds[run])}): above on "
-                         f"{listed(above) if above else 'no task'}, below on {listed(below) if below else 'no task'}.")
+                         f"{'every seed' if len(seeds[run]) > 1 else seeds_named(seeds[run])}): "
+                         f"{above_below(above, below)}.")
     return paragraph(*sentences[:1]) + "\n\n" + "\n".join(lines) + "\n\n" + paragraph(*sentences[1:])
 
 
@@ -228,16 +228,31 @@ def side(a: float, b: float, sequences: int) -> int:
 WORD = {1: "above", -1: "below", 0: "level"}
 
 
+def in_every_seed(one, other, seeds: list[int], sequences) -> tuple[list[str], list[str], list[str]]:
+    """The tasks (named `task`) on which accuracy one(seed, task) is above other(seed, task) in every seed, their 95%
+    intervals over sequences(seed, task) apart; those below in every seed; and the rest."""
+    sides = {task: {side(one(s, task), other(s, task), sequences(s, task)) for s in seeds} for task in TASKS}
+    return tuple([f"`{task}`" for task, v in sides.items() if pick(v)]
+                 for pick in (lambda v: v == {1}, lambda v: v == {-1}, lambda v: v not in ({1}, {-1})))
+
+
+def above_below(above: list[str], below: list[str]) -> str:
+    return f"above on {listed(above) if above else 'no task'}, below on {listed(below) if below else 'no task'}"
+
+
+def drope_at_16x(t: Track):
+    """DroPE's accuracy at 16x L, and the sequences a cell pools, as functions of (seed, task)."""
+    x16, label = 16 * t.L, label_of(t, "drope")
+    return (lambda s, task: t.pooled[("drope", s, task, label, x16)],
+            lambda s, task: t.sequences[("drope", s, task, x16)])
+
+
 def drope_sides(t: Track, seeds: list[int]) -> tuple[list[str], list[str], list[str]]:
     """The tasks on which DroPE is above training-free YaRN at 16x L in every seed (95% intervals over sequences
     apart), below it, and the rest."""
-    x16, label = 16 * t.L, label_of(t, "drope")
-    seeds = drope_seeds(t, seeds)
-
-    sides = {task: {side(t.pooled[("drope", s, task, label, x16)], t.pooled[("rope", s, task, SCALED["yarn"], x16)],
-                         t.sequences[("drope", s, task, x16)]) for s in seeds} for task in TASKS}
-    return ([f"`{task}`" for task, v in sides.items() if v == {1}], [f"`{task}`" for task, v in sides.items() if v == {-1}],
-            [f"`{task}`" for task, v in sides.items() if v not in ({1}, {-1})])
+    drope, sequences = drope_at_16x(t)
+    return in_every_seed(drope, lambda s, task: t.pooled[("rope", s, task, SCALED["yarn"], 16 * t.L)],
+                         drope_seeds(t, seeds), sequences)
 
 
 def against_own_base(reports: Path, t: Track, seeds: list[int]) -> str:
@@ -267,16 +282,13 @@ def against_own_base(reports: Path, t: Track, seeds: list[int]) -> str:
 def drope_against_context(reports: Path, t: Track, seeds: list[int]) -> str:
     """DroPE against each training-free context method on the same seeds' RoPE runs at 16x L (make task-context's
     rows): the tasks on which it is above or below in every seed, 95% intervals over sequences apart."""
-    x16, label = 16 * t.L, label_of(t, "drope")
+    drope, sequences = drope_at_16x(t)
     said = []
     for method in CONTEXT_METHODS:
         c = Context(reports / "tasks", method)
         if not set(seeds) <= set(c.seeds):
             continue
-        sides = {task: {side(t.pooled[("drope", s, task, label, x16)], c.acc("rope", task, x16, s),
-                             t.sequences[("drope", s, task, x16)]) for s in seeds} for task in TASKS}
-        above = [f"`{k}`" for k, v in sides.items() if v == {1}]
-        below = [f"`{k}`" for k, v in sides.items() if v == {-1}]
+        above, below, _ = in_every_seed(drope, lambda s, task: c.acc("rope", task, 16 * t.L, s), seeds, sequences)
         said.append(f"above {CONTEXT_NAMES[method]} on {listed(above) if above else 'no task'} and below it on "
                     f"{listed(below) if below else 'no task'}")
     if not said:
@@ -375,24 +387,18 @@ class LongerRecalibration:
         self.curves = json.loads((path.parent / "training.json").read_text())
         x16, label = 16 * t.L, label_of(t, "drope")
         self.shown = {run: {(s, task): acc(s, task) for s in self.seeds for task in TASKS} for run, acc in (
-            ("drope", lambda s, task: t.pooled[("drope", s, task, label, x16)]),
+            ("drope", drope_at_16x(t)[0]),
             ("drope-long", lambda s, task: cells[("drope-long", s, task, label, x16)]),
             ("yarn", lambda s, task: t.pooled[("rope", s, task, SCALED["yarn"], x16)]))}
         self.learned = {"drope": {k[1:]: v for k, v in t.learned.items() if k[0] == "drope"},
                         "drope-long": {k[1:]: v for k, v in long_learned.items() if k[0] == "drope-long"}}
 
-    def sides(self, a: str, b: str) -> tuple[list[str], list[str]]:
-        """The tasks (named `task`) where run a is above run b at 16x L in every seed, and below, 95% intervals over
-        sequences apart."""
-        n = {s: self.t.sequences[("drope", s, TASKS[0], 16 * self.t.L)] for s in self.seeds}  # as many every task
-        out = {task: {side(self.shown[a][(s, task)], self.shown[b][(s, task)], n[s]) for s in self.seeds}
-               for task in TASKS}
-        return ([f"`{task}`" for task, v in out.items() if v == {1}],
-                [f"`{task}`" for task, v in out.items() if v == {-1}])
-
     def said(self, a: str, b: str) -> str:
-        above, below = self.sides(a, b)
-        return f"above on {listed(above) if above else 'no task'}, below on {listed(below) if below else 'no task'}"
+        """'above on ..., below on ...': run a against run b at 16x L in every seed, 95% intervals over sequences
+        apart."""
+        above, below, _ = in_every_seed(lambda s, task: self.shown[a][(s, task)],
+                                        lambda s, task: self.shown[b][(s, task)], self.seeds, drope_at_16x(self.t)[1])
+        return above_below(above, below)
 
     def missed(self, run: str) -> str:
         """The tasks a DroPE run left below 90% at L, with the seeds ('' for YaRN's row)."""
@@ -420,8 +426,8 @@ def longer_recalibration(t: Track, seeds: list[int], tokens: int, base_tokens: i
     text = paragraph(
         f"**More recalibration.** `make task-drope-long` recalibrates each seed's DroPE again from the same RoPE run "
         f"with {long_steps // steps}x the steps ({number(long_steps)} steps, {number(long_tokens)} tokens, "
-        f"{100 * long_tokens / base_tokens:.1f}% of the RoPE run's budget). Accuracy at 16x L (%), {seeds_named(seeds)} "
-        "in that order:")
+        f"{100 * long_tokens / base_tokens:.1f}% of the RoPE run's budget). Accuracy at 16x L (%), "
+        f"{seeds_named(seeds)} in that order:")
     nope_best = max(t.pooled[("nope", s, task, "none", 16 * t.L)] for s in seeds for task in TASKS)
     said = paragraph(
         f"With {number(long_steps)} steps against {number(steps)}, at 16x L (95% intervals over sequences apart in "
@@ -439,7 +445,8 @@ def recalibration_table(curves: list[dict], seeds: list[int], steps: int) -> str
     `seeds` at the shorter run's last step and at each doubling of it to the end."""
     last = max(r["step"] for r in curves)
     shown = [n for n in (steps * 2 ** k for k in range(last.bit_length())) if n <= last]
-    lines = [paragraph(f"Its validation accuracy at L during the recalibration (%, the mean over {seeds_named(seeds)}):"),
+    heading = f"Its validation accuracy at L during the recalibration (%, the mean over {seeds_named(seeds)}):"
+    lines = [paragraph(heading),
              "", "| step | " + " | ".join(f"`{task}`" for task in TASKS) + " |", "|---:|" + "---:|" * len(TASKS)]
     for n in shown:
         cells = [statistics.fmean(r["accuracy"] for r in curves if (r["step"], r["task"]) == (n, task)
@@ -457,8 +464,8 @@ def added_sentence(t: Track) -> str:
     drope = ""
     if "drope" in present:
         above, below, _ = drope_sides(t, seeds)
-        drope = (f"; DroPE against training-free YaRN at 16x (intervals apart in every seed): above on "
-                 f"{listed(above) if above else 'no task'}, below on {listed(below) if below else 'no task'}"
+        drope = ("; DroPE against training-free YaRN at 16x (intervals apart in every seed): "
+                 f"{above_below(above, below)}"
                  + (", not relearned at L" if below and set(below) <= set(drope_unlearned(t, seeds)) else ""))
         if (t.folder / "drope-long" / "results.json.gz").exists():
             r = LongerRecalibration(t, seeds)

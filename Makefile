@@ -1,5 +1,5 @@
 # Two commands set everything up on a fresh machine: `make demo` and `make test`; `make help` lists every target.
-# The studies' targets live in make/: the text study, the task track, SmolLM2 and the GPU pieces.
+# Each study's targets live in its folder (studies/NAME/NAME.mk), included at the end.
 SHELL := bash
 .SHELLFLAGS := -eo pipefail -c  # a recipe line fails when any command of its pipeline fails (tee included)
 PYTHON ?= python3
@@ -25,7 +25,7 @@ demo: install  ## the tiny config on the CPU in minutes: train, evaluate extrapo
 	$(PY) -m data.prepare --config configs/tiny.yaml
 	$(PY) train.py --config configs/tiny.yaml --resume
 	$(PY) -m eval.extrapolation runs/tiny --lengths 256,512,1024,2048 --scaling none,ntk,yarn \
-		--max-tokens 8192 --out reports/demo
+		--max-tokens 8192 --out runs/demo
 	$(PY) generate.py runs/tiny --prompt "ROMEO:" --max-new-tokens 120 --seed 1
 
 # REQUIRE_ORACLES: the transformers oracle tests fail, not skip, when transformers is missing.
@@ -33,39 +33,26 @@ demo: install  ## the tiny config on the CPU in minutes: train, evaluate extrapo
 # TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= auto
 test: install  ## every test (CPU; CUDA tests run where CUDA is)
-	REQUIRE_ORACLES=1 $(PY) -m pytest tests -n $(TEST_WORKERS) --dist worksteal
+	REQUIRE_ORACLES=1 $(PY) -m pytest tests studies -n $(TEST_WORKERS) --dist worksteal
 
 test-fast: install  ## the inner loop: every test not marked slow
-	$(PY) -m pytest tests -m "not slow" -q -n $(TEST_WORKERS) --dist worksteal
+	$(PY) -m pytest tests studies -m "not slow" -q -n $(TEST_WORKERS) --dist worksteal
 
-# Every report table rendered again from the committed rows beside it (render/reports.py); the tests check that
-# none differs.
-reports: install  ## render every report table again from its committed rows
-	$(PY) -m render.reports
+# Every study page's tables and named values, and every evaluator's table, filled again from the committed rows
+# (studies/report.py); the tests check that none differs.
+reports: install  ## fill every study page's tables and values again from its committed rows
+	$(PY) -m studies.report
 
-# The CPU speed tables of reports/bench/README.md, measured again on an otherwise idle machine (on a busy one the
-# figures move from run to run): every encoding, the profile of a step, then our RoPE model against each
-# peer in turns on the same batches (NANOGPT=path/to/nanoGPT/model.py adds nanoGPT's). `make reports` renders the
-# page's tables from them.
-BENCH_CPU ?= reports/bench/cpu
-NANOGPT ?=
-BENCH_PEER = $(PY) -m speed.bench --config configs/tiny.yaml --positions rope --multiples 1 --decode-multiples 1 \
-	--steps 5 --rounds 45
-bench-cpu: install  ## the CPU speed tables: every encoding, and our model against GPT-2, transformers (and nanoGPT)
-	$(PY) -m speed.bench --config configs/tiny.yaml --out $(BENCH_CPU)
-	$(PY) -m speed.profile --config configs/tiny.yaml --evaluations 0 --out $(BENCH_CPU)/profile
-	$(BENCH_PEER) --peer gpt2 --out $(BENCH_CPU)/peer-gpt2
-	$(BENCH_PEER) --peer transformers --out $(BENCH_CPU)/peer-transformers
-	$(if $(NANOGPT),$(BENCH_PEER) --peer $(NANOGPT) --out $(BENCH_CPU)/peer-nanogpt)
+visualize: install  ## pictures of RoPE, the scalings and ALiBi for learners (studies/visualize)
+	$(PY) visualize.py --out studies/visualize
 
-visualize: install  ## pictures of RoPE, the scalings and ALiBi for learners (reports/visualize)
-	$(PY) visualize.py --out reports/visualize
+clean:  ## remove runs/ (the demo report included)
+	rm -rf runs
 
-clean:  ## remove runs/ and the demo report
-	rm -rf runs reports/demo
-
-help:  ## this list
-	@awk -F':.*## ' '/^[a-zA-Z0-9_.%/-]+:.*## / {printf "  %-22s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+help:  ## this list: the core's targets, then each study's under its name
+	@for f in $(filter-out studies/%,$(MAKEFILE_LIST)) $(STUDY_MAKEFILES); do \
+		case $$f in studies/*) echo "$$(dirname $$f | cut -d/ -f2):";; esac; \
+		awk -F':.*## ' '/^[a-zA-Z0-9_.%/-]+:.*## / {printf "  %-22s %s\n", $$1, $$2}' $$f; done
 
 # Settings every study takes: THREADS=N runs each training or evaluation on N cores (OMP_NUM_THREADS); RESUME=1
 # keeps the rows already in a report and measures only what it lacks.
@@ -75,6 +62,7 @@ RESUME ?=
 EVAL_RESUME := $(if $(RESUME),--resume)
 .SECONDEXPANSION:
 
-.PHONY: install demo test test-fast reports bench-cpu visualize clean help
+.PHONY: install demo test test-fast reports visualize clean help
 
-include make/study.mk make/tasks.mk make/smollm2.mk make/gpu.mk
+STUDY_MAKEFILES := $(sort $(wildcard studies/*/*.mk))
+include $(STUDY_MAKEFILES)

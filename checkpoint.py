@@ -8,12 +8,12 @@ best-validation weights `best_<step>.safetensors`. Every file is written atomica
 last, so a kill at any moment leaves the previous checkpoint loadable. One process at a time writes a run
 directory or an evaluator's report folder: it holds the folder's `lock` file (`hold`) until it ends.
 
-A run converted from a pretrained checkpoint (python -m export.convert) holds its weights with no optimizer
+A run converted from a pretrained checkpoint (python -m convert.to_run) holds its weights with no optimizer
 state (`state` null in checkpoint.json: it is fine-tuned with train.init_from, never resumed) and the
 checkpoint's own tokenizer as a folder, `tokenizer/` (tokenizer.json and its settings), instead of
 tokenizer.model; its fine-tunes inherit that folder.
 
-A model to evaluate is a run directory or `hf:PATH`, a transformers checkpoint on disk (pretrained/hf.py).
+A model to evaluate is a run directory or `hf:PATH`, a transformers checkpoint on disk (hf/checkpoints.py).
 `check_checkpoint`, `read_run_config`, `model_config`, `load_model`, `load_tokenizer` and `scalings_taken`
 open either, so that evaluators and generate.py do not ask which kind it is.
 """
@@ -47,8 +47,8 @@ from config import (
 from data import PretrainedTokenizer, Tokenizer
 from model.gpt import GPT
 from model.positions import check as check_positions
-from model.rope import SCALINGS
-from pretrained import hf
+from model.rope import FROM_A_NAME
+from hf import checkpoints as hf
 
 POINTER = "checkpoint.json"
 PRETRAINED_TOKENIZER = "tokenizer"  # the folder of a pretrained model's own tokenizer in a run directory
@@ -439,7 +439,7 @@ def load_model(run_dir: Path, scaling: ScalingConfig | None | FromRun = FROM_RUN
                best: bool = False, context: ContextConfig | None = None) -> GPT:
     """The latest (or best-validation) checkpoint of a run as an eval-mode GPT, optionally with another
     RoPE scaling and a context method (checked by the caller: model.context.pairing_problem); for hf:PATH, the transformers
-    model called as a GPT is (pretrained.hf.HFModel)."""
+    model called as a GPT is (hf.checkpoints.HFModel)."""
     if hf.is_hf(run_dir):
         if best:
             raise UserError(f"{run_dir} is a transformers checkpoint: it has no best-validation weights (--best "
@@ -469,5 +469,6 @@ def load_tokenizer(run_dir: Path):
 
 
 def scalings_taken(run_dir: Path) -> tuple[str, ...]:
-    """The RoPE scaling methods a model can be loaded with: every one for a run, transformers' for hf:PATH."""
-    return hf.TAKES if hf.is_hf(run_dir) else tuple(SCALINGS)
+    """The RoPE scaling methods a model can be loaded with from a name alone: every one that needs no settings a
+    plain model lacks (longrope's factor lists), and of those only transformers' for hf:PATH."""
+    return tuple(m for m in FROM_A_NAME if m in hf.TAKES) if hf.is_hf(run_dir) else FROM_A_NAME

@@ -288,7 +288,7 @@ class ModelConfig:
     norm_eps: float = 1e-5
     dropout: float = 0.0
     init_std: float = 0.02  # std of every weight at init (GPT-2); sets the token scale additive encodings match
-    # Options a pretrained Llama-family checkpoint may need (pretrained/llama.py); the defaults are this repo's GPT.
+    # Options a pretrained Llama-family checkpoint may need (hf/weights.py); the defaults are this repo's GPT.
     tie_embeddings: bool = True  # the output projection is the embedding matrix (False: Llama 3)
     qkv_bias: bool = False  # biases on the q, k and v projections (Qwen2)
     scale_embeddings: bool = True  # token embeddings times sqrt(d_model) (Vaswani et al.; Llama: False)

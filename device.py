@@ -79,9 +79,9 @@ def keep_freed_host_memory() -> None:
 
     glibc serves every block above its mmap threshold (dynamic, at most 32 MiB) with a fresh mmap and
     unmaps it on free, and trims the heap top above 128 KiB. A CPU training step allocates and frees
-    the same large tensors every time (the logits alone are 64 MiB on configs/study.yaml), so each
+    the same large tensors every time (the logits alone are 64 MiB on studies/text/study.yaml), so each
     step page-faults them in again. With both thresholds raised the blocks stay in the heap: faster
-    CPU training for somewhat more peak memory (figures in reports/bench/README.md). Each command that
+    CPU training for somewhat more peak memory (figures in studies/bench/history.md). Each command that
     trains or evaluates calls it first, by name (a process-wide setting); a no-op without glibc.
     """
     libc = glibc()

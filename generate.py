@@ -19,7 +19,7 @@ decodes in bf16, as it trained: under autocast, its matrices held in bf16 once (
 --context-method applies a training-free context method (model/context.py: self-extend, rerope, leaky-rerope,
 dca, sinks, logn) to every step; `sinks` keeps only its sink tokens and window in the KV cache (a rolling
 cache: memory stays flat however many tokens are generated).
-hf:PATH, a transformers checkpoint (pretrained/hf.py), decodes through transformers' own growing cache, so
+hf:PATH, a transformers checkpoint (hf/checkpoints.py), decodes through transformers' own growing cache, so
 --max-context and --compile are for run directories, and `sinks` hides the keys past its window instead of
 dropping them (the same tokens; memory grows); its prompt starts with BOS where its tokenizer adds one.
 """

@@ -66,11 +66,11 @@ from config import (
 from data import TaskData, TokenData, open_data
 from data.train_positions import sample_positions
 from device import autocast, compiled, keep_freed_host_memory, pick_device
-from export.convert import converted
+from convert.to_run import converted
 from model.gpt import GPT, make_optimizer
 from model.positions import build_position
 from model.positions import check as check_model
-from pretrained.hf import is_hf
+from hf.checkpoints import is_hf
 
 
 def resolve(cfg: Config, resume: bool = False) -> Config:
@@ -114,7 +114,7 @@ def resolve(cfg: Config, resume: bool = False) -> Config:
 
 def base_run(cfg: Config) -> Path | None:
     """The run directory a fine-tune starts from: train.init_from, where an hf: checkpoint is converted first
-    (export/convert.py, once: the conversion is kept in the data cache)."""
+    (convert/to_run.py, once: the conversion is kept in the data cache)."""
     base = cfg.train.init_from
     if base is None:
         return None

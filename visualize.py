@@ -1,7 +1,7 @@
 """Pictures for learners: how RoPE turns a vector, what PI / NTK / YaRN do to its frequencies, what
 ALiBi adds to the attention scores, and why a model without positions cannot tell order.
 
-    python visualize.py --out reports/visualize
+    python visualize.py --out studies/visualize
 
 Everything is computed with the repo's own functions (model/rope.py, model/positions.py, model/gpt.py),
 so the pictures show what the models actually do. It takes a few seconds on a CPU.
@@ -202,7 +202,7 @@ def permutation_plot(path: Path, diffs: dict[str, float]) -> None:
 
 def main(argv: list[str] | None = None) -> list[Path]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("reports/visualize"), help="folder for the PNGs")
+    parser.add_argument("--out", type=Path, default=Path("runs/visualize"), help="folder for the PNGs")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
 

@@ -22,7 +22,7 @@ of (seed, step, index), like the text batches.
 
 A question token names the rule that answers it: the induction tasks (copy, recall, passkey) ask with
 values, keys and KEY, the single-hop ones with ASKS and QUERY. Asked by the same key tokens, recall and
-recall1 competed for the same heads, and one of the two stayed unlearned on some seeds (reports/tasks).
+recall1 competed for the same heads, and one of the two stayed unlearned on some seeds (studies/tasks).
 
 Two rules keep the measurement honest. Nothing near a question gives its answer away: every key is asked
 once, and the facts' alphabets never occur in the filler, so a solver that reads only the last k tokens
@@ -122,7 +122,7 @@ def filler(rng: np.random.Generator, n: int) -> np.ndarray:
     the symbol after the one two back with probability FOLLOW, else a fresh random symbol. Predicting it
     takes the token before the current one, so training on it forms a previous-token head, the first half
     of the induction circuit that copy, recall and passkey need (Olsson et al. 2022, arXiv 2209.11895).
-    Over uniform noise no model of the track formed one in 6,000 steps (reports/tasks/README.md)."""
+    Over uniform noise no model of the track formed one in 6,000 steps (studies/tasks/recipe-search.md)."""
     fresh = rng.random(n) >= FOLLOW
     fresh[:2] = True
     start = rng.integers(len(FILLER), size=n)

@@ -131,7 +131,7 @@ class PretrainedTokenizer:
     """data.Tokenizer's methods over a pretrained model's own tokenizer: a `tokenizers` Tokenizer, the form
     transformers' fast tokenizers keep (tokenizer.json). A run converted from a pretrained checkpoint holds
     tokenizer.json and tokenizer_config.json (`from_folder`), so it needs no transformers; an hf: checkpoint's
-    comes through transformers (pretrained/hf.py). `bos_id` is None unless the tokenizer itself begins a text
+    comes through transformers (hf/checkpoints.py). `bos_id` is None unless the tokenizer itself begins a text
     with BOS (a Llama-style one does, SmolLM2's does not), so that a document or prompt starts as the
     checkpoint's own tokenizer starts it."""
 

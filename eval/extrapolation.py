@@ -3,9 +3,9 @@
     python -m eval.extrapolation runs/study/seed1/rope runs/study/seed1/alibi --lengths 128,256,512,1024,2048 \
         --scaling none,linear,ntk,dynamic,yarn,dynamic-yarn [--fixed-factors 4] [--split test] [--stride 64] \
         [--span 2048] [--max-tokens 32768] [--batch-size 4] [--decode-chunk 16] [--device cpu] \
-        [--out reports/extrapolation]
+        [--out runs/eval/extrapolation]
     python -m eval.extrapolation hf:.cache/smollm2/SmolLM2-135M-Instruct-Q4_1 --data ../shared/corpora/gutenberg \
-        --lengths 8192,16384,32768 --scaling none,linear,ntk,dynamic,yarn --fixed-factors '' --out reports/smollm2
+        --lengths 8192,16384,32768 --scaling none,linear,ntk,dynamic,yarn --fixed-factors '' --out studies/smollm2
 
 The protocol is the ALiBi paper's (Press et al., arXiv 2108.12409): windows of `length`
 tokens inside held-out documents, non-overlapping by default (every target of a window scored). With
@@ -43,15 +43,15 @@ measurement, labelled e.g. "dca" or "yarn + dca"; --scaling then defaults to non
 the method does not compose with is refused before anything is measured. Its defaults come from each run's
 training length (a fine-tune's own); every row records the settings used (`context`).
 
-A model is a run directory or hf:PATH, a transformers checkpoint (pretrained/hf.py), which reads --data (default:
+A model is a run directory or hf:PATH, a transformers checkpoint (hf/checkpoints.py), which reads --data (default:
 the default corpus) encoded with its own tokenizer, in the same document-contained windows; it takes the
 scalings transformers has (not dynamic-yarn), and its dynamic NTK is transformers' (cached keys keep their
-rotation); a context method runs through an attention function registered with transformers (pretrained/hf.py). --data gives
+rotation); a context method runs through an attention function registered with transformers (hf/checkpoints.py). --data gives
 a run other text too, encoded with the run's tokenizer.
 
 Rows carry the run's seed (run.seed), so several seeds of one study aggregate in results.md
 (mean and standard deviation over seeds). Writes results.json (one row per measurement, rewritten
-after each, so an interrupted run keeps what it finished), results.md and PNG plots (render/plots.py).
+after each, so an interrupted run keeps what it finished), results.md and PNG plots (eval/results/plots.py).
 One evaluation writes an --out folder at a time (checkpoint.hold): a second is refused in one line.
 """
 from __future__ import annotations
@@ -93,8 +93,8 @@ from eval.harness import (
     text_shards,
 )
 from model.context import parse_checked
-from render.extrapolation import format_ppl, markdown, row_key, write_report
-from render.rows import curve_label, previous_rows
+from eval.results.extrapolation import format_ppl, markdown, row_key, write_report
+from eval.results.rows import curve_label, previous_rows
 
 DEFAULT_LENGTHS = "256,512,1024,2048,4096"
 DEFAULT_MAX_TOKENS = 32768
@@ -246,7 +246,7 @@ def resumable_rows(path: Path, split: str, stride: int | None, span: int | None 
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    parser = evaluator_parser(__doc__, "run directories, or hf:PATH (a transformers checkpoint)", "reports/extrapolation",
+    parser = evaluator_parser(__doc__, "run directories, or hf:PATH (a transformers checkpoint)", "runs/eval/extrapolation",
                               "keep the rows already in --out/results.json and measure only the missing ones "
                               "(add runs or seeds to a report, or finish an interrupted evaluation)")
     parser.add_argument("--lengths", default=DEFAULT_LENGTHS, help=f"evaluation lengths (default {DEFAULT_LENGTHS})")

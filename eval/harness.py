@@ -43,7 +43,7 @@ from data import prepare_shards
 from device import DEVICE_HELP, autocast, keep_freed_host_memory
 from model.attention import KVCache
 from model.context import CONTEXT_METHODS, describe, pairing_problem
-from model.rope import SCALINGS, is_dynamic
+from model.rope import SCALINGS, is_dynamic, missing_settings
 
 
 def evaluator_parser(doc: str, runs_help: str, out: str, resume_help: str) -> ArgumentParser:
@@ -172,8 +172,9 @@ def check_applicable(runs: list[Run], methods: list[str], context: ContextConfig
     for run in runs:
         for method in methods if named else ():
             if method not in run.scalings:
-                raise UserError(f"{run.path} cannot take RoPE scaling {method!r} (transformers has no rope type "
-                                f"for it); it takes {', '.join(run.scalings)}")
+                why = missing_settings(method) or "transformers has no rope type for it"
+                raise UserError(f"{run.path} cannot take RoPE scaling {method!r} from --scaling ({why}); "
+                                f"it takes {', '.join(run.scalings)}")
         plan(run, methods, [2 * run.train_length], [], context)
 
 
@@ -348,6 +349,6 @@ def read_runs(paths: list[Path], tasks: bool = False, data: str | None = None) -
 
 
 def measurement_key(m: Measurement) -> tuple:
-    """What identifies a planned measurement: its row's render.extrapolation.row_key."""
+    """What identifies a planned measurement: its row's eval.results.extrapolation.row_key."""
     factor = None if m.factor is None else round(m.factor, 6)
     return m.run.name, m.run.seed, m.label, m.factor_rule, factor, m.length

@@ -7,7 +7,7 @@ recall, passkey) the token that holds the answer is the one after the earlier oc
 token, so the share is the induction head's.
 
     python -m eval.heads runs/tasks/seed9/alibi runs/tasks/seed9/rope [--tasks recall1,passkey1] \
-        [--samples 64] [--length 2048] [--out reports/tasks/heads] [--resume]
+        [--samples 64] [--length 2048] [--out runs/eval/heads] [--resume]
 
 --length reads sequences of that many tokens instead of L: whether the head that retrieves at L still
 gives the fact its attention where the run fails or holds past L.
@@ -35,8 +35,8 @@ from data.tasks import TASKS, VAL_SEED, bag_solver, sample, task_names
 from eval.harness import read_runs
 from model.attention import causal_mask
 from model.gpt import GPT
-from render.heads import RESULTS, markdown, plot
-from render.rows import previous_rows
+from eval.results.heads import RESULTS, markdown, plot
+from eval.results.rows import previous_rows
 
 DEFAULT_SAMPLES = 64
 MAX_WEIGHTS = 1 << 28  # attention weights held at once (1 GiB of float32): long sequences go a few at a time
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help=f"validation sequences per task (default {DEFAULT_SAMPLES})")
     parser.add_argument("--length", type=int, default=None,
                         help="tokens a sequence (default: each run's training length L)")
-    parser.add_argument("--out", type=Path, default=Path("reports/tasks/heads"))
+    parser.add_argument("--out", type=Path, default=Path("runs/eval/heads"))
     parser.add_argument("--resume", action="store_true", help=f"keep the rows in --out/{RESULTS} of other runs")
     args = parser.parse_args(argv)
     held = contextlib.ExitStack()

@@ -3,7 +3,7 @@ arXiv 2305.16300) as the PI paper (Chen et al., arXiv 2306.15595, section 3) and
 section 4) run it, drawn as a needle-in-a-haystack heat map.
 
     python -m eval.passkey runs/study/seed1/rope [hf:PATH ...] [--multiples 1,2,4,8,16] [--lengths 4096,8192] \
-        [--depths 0,0.25,0.5,0.75,1] [--trials 20] [--scaling none,yarn] [--out reports/passkey]
+        [--depths 0,0.25,0.5,0.75,1] [--trials 20] [--scaling none,yarn] [--out runs/eval/passkey]
 
 A prompt of `length` tokens with the tokens generated after it: the task's opening line, the filler sentences
 repeated, "The pass key is NNNNN. Remember it. NNNNN is the pass key." (a 5-digit key, or a word where the tokenizer
@@ -48,8 +48,8 @@ from eval.probe import key_words, model_variants
 from model.attention import KVCache
 from model.context import parse_checked
 from model.rope import SCALINGS
-from render.passkey import RESULTS, markdown, row_key, write_report
-from render.rows import previous_rows
+from eval.results.passkey import RESULTS, markdown, row_key, write_report
+from eval.results.rows import previous_rows
 
 # The prompt's text, as Mohtashami & Jaggi give it and the PI and YaRN papers reuse it.
 OPENING = ("There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "
@@ -106,10 +106,14 @@ class Prompts:
     def filler_tokens(self, n: int) -> list[int]:
         return (self.filler * (n // len(self.filler) + 1))[:n]
 
+    def fits(self, length: int) -> bool:
+        """A prompt of `length` tokens holds at least one repetition of the filler."""
+        return length - self.fixed >= len(self.filler)
+
     def key_at(self, length: int, depth: float) -> int:
         """Filler tokens before the key: `depth` of the filler, rounded to whole repetitions."""
         room = length - self.fixed
-        if room < len(self.filler):
+        if not self.fits(length):
             raise UserError(f"a passkey prompt of {length} tokens leaves room for less than one filler "
                             f"repetition ({len(self.filler)} tokens); measure longer lengths")
         return round(depth * (room // len(self.filler))) * len(self.filler)
@@ -124,7 +128,7 @@ class Prompts:
 
 def model_identity(model, device) -> str:
     """What a trial is measured on: a digest of the model's weights and the precision of its products. A trial log
-    outlives the machine it was written on (reports/smollm2 commits one), so a fine-tune trained again that came
+    outlives the machine it was written on (studies/smollm2 commits one), so a fine-tune trained again that came
     out different, or the same weights run in bf16 on a GPU, must not finish another model's rows."""
     digest = hashlib.sha256()
     for name, p in model.named_parameters():
@@ -234,13 +238,28 @@ def held(prompts: Prompts, trials: list[tuple]) -> int:
                for key, answer, (_, teacher) in zip(prompts.keys, prompts.answers, trials))
 
 
+def fitting(run: Run, prompts: Prompts, lengths: list[int]) -> list[int]:
+    """The lengths that hold a passkey prompt, the others left out with a note (a UserError where none does)."""
+    short = [n for n in lengths if not prompts.fits(n)]
+    least = f"a passkey prompt needs {prompts.fixed + len(prompts.filler)} tokens at least"
+    if short:
+        print(f"{run.path}: left out lengths {', '.join(map(str, short))}: {least}")
+    if len(short) == len(lengths):
+        raise UserError(f"{run.path}: every length of --multiples is too short ({least}); give longer --multiples")
+    return [n for n in lengths if prompts.fits(n)]
+
+
 def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[float], seed: int, trials: int,
-                device, previous: list[dict], on_row, log: TrialLog, context: ContextConfig | None = None) -> None:
+                device, previous: list[dict], on_row, log: TrialLog, context: ContextConfig | None = None,
+                fitting_only: bool = False) -> None:
     """Every (scaling, length, depth) row of one run not among the `previous` rows, handed to on_row as it is
     measured; a row whose model a previous row measured (s = 1 is plain RoPE) repeats its numbers. The context
     method, if any, is named in every label. `log` keeps each finished trial, and gives back those of a row a
-    killed evaluation left unfinished."""
+    killed evaluation left unfinished. With `fitting_only` (lengths from --multiples), a length too short for the
+    prompt is left out with a note rather than refused."""
     prompts = Prompts(load_tokenizer(run.path), seed, trials)
+    if fitting_only:
+        lengths = fitting(run, prompts, lengths)
     base = {"run": run.name, "seed": run.seed, "position": run.position, "train_length": run.train_length,
             "keys": prompts.kind}
     measured: dict[tuple, dict[float, dict]] = {}  # (model, length) -> {depth: the numbers of a measured row}
@@ -319,7 +338,7 @@ def measure_run(run: Run, methods: list[str], lengths: list[int], depths: list[f
 # ----------------------------------------------------------------------------- command line
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    parser = evaluator_parser(__doc__, "run directories, or hf:PATH (a transformers checkpoint)", "reports/passkey",
+    parser = evaluator_parser(__doc__, "run directories, or hf:PATH (a transformers checkpoint)", "runs/eval/passkey",
                               f"keep the rows already in --out/{RESULTS} and measure only the missing ones")
     parser.add_argument("--multiples", default=DEFAULT_MULTIPLES,
                         help=f"prompt lengths as multiples of each model's L (default {DEFAULT_MULTIPLES})")
@@ -365,7 +384,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for run in tqdm(runs, unit="run", dynamic_ncols=True, disable=None):
             lengths = (parse_lengths(args.lengths) if args.lengths is not None else
                        sorted({round(m * run.train_length) for m in parse_multiples(args.multiples)}))
-            measure_run(run, methods, lengths, depths, args.seed, args.trials, device, previous, measured, log, context)
+            measure_run(run, methods, lengths, depths, args.seed, args.trials, device, previous, measured, log, context,
+                        fitting_only=args.lengths is None)
         log.close({row_key(r) for r in rows})
 
     rows = evaluate(args.out, "eval.passkey", work, lambda rows: write_report(rows, args.out))

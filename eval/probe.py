@@ -2,7 +2,7 @@
 
     python -m eval.probe runs/study/seed1/rope runs/study/seed1/alibi [--multiples 0.25,0.5,1,2,4,8,16] \
         [--scaling none,linear,ntk,yarn] [--samples 16] [--passkey-samples 8] [--passkey-multiples 1,2,4,8,16] \
-        [--passkey-depths 0.1,0.5,0.9] [--data SOURCE] [--out reports/extrapolation]
+        [--passkey-depths 0.1,0.5,0.9] [--data SOURCE] [--out runs/eval/probe]
 
 Perplexity alone cannot say this: a model that only looks 30 tokens back is flat past any L.
 
@@ -47,8 +47,8 @@ from eval.harness import (CONTEXT_HELP, DATA_HELP, TOKENS_PER_FORWARD, Run, chec
                           read_runs, scalings_option, text_shards)
 from model.context import parse_checked
 from model.rope import SCALINGS
-from render.probe import markdown, row_key, write_report
-from render.rows import previous_rows
+from eval.results.probe import markdown, row_key, write_report
+from eval.results.rows import previous_rows
 
 DEFAULT_MULTIPLES = "0.25,0.5,1,2,4,8,16"
 PASSKEY_MULTIPLES = (1, 2, 4, 8, 16)
@@ -239,7 +239,7 @@ def probe_run(run: Run, methods: list[str], multiples: list[float], span: int, n
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    parser = evaluator_parser(__doc__, "run directories, or hf:PATH (a transformers checkpoint)", "reports/extrapolation",
+    parser = evaluator_parser(__doc__, "run directories, or hf:PATH (a transformers checkpoint)", "runs/eval/probe",
                               "keep the rows already in --out/probes.json and measure only the missing ones (the same "
                               "options); rows are written as they are measured")
     parser.add_argument("--multiples", default=DEFAULT_MULTIPLES,

@@ -3,7 +3,7 @@ distance, for every run, seed, RoPE scaling and fine-tune.
 
     python -m eval.tasks runs/tasks/seed1/rope runs/tasks/seed1/alibi [--multiples 1,2,4,8,16] [--lengths ...] \
         [--scaling none,linear,ntk,dynamic,yarn,dynamic-yarn,llama3] [--fixed-factors 4] [--samples 24] \
-        [--decode-chunk 16] [--device cpu] [--out reports/tasks]
+        [--decode-chunk 16] [--device cpu] [--out runs/eval/tasks]
 
 Which scalings apply to which run is eval.extrapolation's rule (`plan`): an unscaled RoPE run gets every
 method, static ones at s = length / L and at each fixed factor, dynamic ones through the KV cache as in
@@ -22,7 +22,7 @@ past L but at a distance seen in training; a band with lo >= L holds only distan
 in training: two different failures. The accuracy at a length pools its bands. Every run sees the same
 sequences (a fixed seed).
 
-Only runs trained on a task source are evaluated: an hf:PATH checkpoint (pretrained/hf.py) was trained on text, and
+Only runs trained on a task source are evaluated: an hf:PATH checkpoint (hf/checkpoints.py) was trained on text, and
 its tokenizer has no tokens for the tasks' own vocabulary, so it is refused in one line.
 
 A run has learned a task when its accuracy at L (no scaling, or its own) is at least 90%; results.md
@@ -66,8 +66,8 @@ from eval.harness import (
     read_runs,
     scalings_option,
 )
-from render.rows import previous_rows
-from render.tasks import DRAWN, RESULTS, markdown, write_report
+from eval.results.rows import previous_rows
+from eval.results.tasks import DRAWN, RESULTS, markdown, write_report
 from model.context import parse_checked
 
 
@@ -211,7 +211,7 @@ def runs_drawn(runs: list[Run], scaling: str | None, context, lengths: list[int]
 # ----------------------------------------------------------------------------- command line
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    parser = evaluator_parser(__doc__, "run directories trained on a task source", "reports/tasks",
+    parser = evaluator_parser(__doc__, "run directories trained on a task source", "runs/eval/tasks",
                               f"keep the rows already in --out/{RESULTS} and measure only the missing ones "
                               "(add seeds to a report, or finish an interrupted evaluation)")
     parser.add_argument("--multiples", default=DEFAULT_MULTIPLES,

@@ -266,7 +266,7 @@ def per_query_attention(q, k, v, ctx: PositionContext, scale: float, rotate):
     """Causal attention where each query reads its own rotation of the keys: a dynamic RoPE scaling decoding a
     chunk (Rope.chunk_context), k (B, nkv, S, hs) not yet rotated and rotate(k, rotor) turning it by one query's
     row of ctx.key_rotors. One query at a time: the (B, nkv, T, S, hs) keys of all T rotations at once are T
-    times the cache, and scoring them was slower (reports/bench/README.md, "What was tried on the CPU"). Query
+    times the cache, and scoring them was slower (studies/bench/history.md). Query
     head h reads key head h // (H / nkv), as SDPA's enable_gqa."""
     q = q.float().unflatten(1, (k.shape[1], -1))  # (B, nkv, H / nkv, T, hs)
     scores = torch.stack([q[:, :, :, t] @ rotate(k, rotor).float().mT for t, rotor in enumerate(ctx.key_rotors)],

@@ -1,6 +1,6 @@
 """A MiniMind-style decoder-only transformer: pre-norm RMSNorm, grouped-query attention,
 SwiGLU MLP, tied embeddings, no biases, and a pluggable positional encoding. Three options let it hold a
-pretrained Llama-family checkpoint (pretrained/llama.py): untied embeddings (Llama 3), q/k/v biases (Qwen2)
+pretrained Llama-family checkpoint (hf/weights.py): untied embeddings (Llama 3), q/k/v biases (Qwen2)
 and unscaled input embeddings (every Llama). Two shape which keys a layer reads and how: a layer pattern
 (model.position.layer_pattern: some layers without positions, as RNoPE and Llama 4's iRoPE) and a sliding window
 (model.sliding_window) on the layers that apply the encoding; each layer takes one of two contexts built per forward."""

@@ -243,7 +243,7 @@ class Rope(PositionalEncoding):
         self.register_buffer("inv_freq", inv_freq, persistent=False)
         # cos and sin of the positions of a training step (0 .. max_seq_len - 1), computed once: read from here, a
         # compiled step does no trigonometry, where inductor would recompute them in every layer's rotation
-        # kernel (8% of an H100 step at gpt2-124m, reports/bench/README.md). Dynamic scalings depend on the length.
+        # kernel (8% of an H100 step at gpt2-124m, studies/bench/history.md). Dynamic scalings depend on the length.
         cos, sin = (None, None) if self.dynamic else rope_angles(torch.arange(cfg.max_seq_len), inv_freq,
                                                                  self.attention_factor)
         self.register_buffer("cos_table", cos, persistent=False)

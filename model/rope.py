@@ -2,7 +2,7 @@
 
 Convention: INTERLEAVED pairs. Dimensions (0, 1), (2, 3), ... of a head form the 2-D planes that
 pair i rotates by angle `position * inv_freq[i]`, as in the RoFormer paper. (Llama / Hugging Face
-use the half-split pairing (i, i + d/2); export/llama.py permutes q/k rows to convert.)
+use the half-split pairing (i, i + d/2); convert/to_hf.py permutes q/k rows to convert.)
 
 Each scaling method is a pure function registered in SCALINGS under its name, with the keys it
 takes, whether it is dynamic and its Hugging Face `rope_type` name, and returns
@@ -203,6 +203,17 @@ def check_scaling(scaling: ScalingConfig | None, key: str = "scaling") -> None:
         raise UserError(f"{key}: {problem}")
 
 
+def missing_settings(name: str) -> str | None:
+    """What a method needs beyond its factor and the original length (longrope: its two factor lists), or None. A
+    model that does not carry those settings cannot be given the method from a name alone (`--scaling longrope`), so
+    "every scaling a model takes" leaves such a method out."""
+    method = SCALINGS[name]
+    return method.rule(ScalingConfig(name, None if not method.needs_factor else 2.0, 128)) if method.rule else None
+
+
+FROM_A_NAME = tuple(name for name in SCALINGS if missing_settings(name) is None)  # set here: every method registered
+
+
 def is_dynamic(scaling: ScalingConfig | None) -> bool:
     return scaling is not None and SCALINGS[scaling.type].dynamic
 
@@ -236,9 +247,9 @@ def rope_angles(positions: torch.Tensor, inv_freq: torch.Tensor, attention_facto
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate interleaved pairs of x (..., T, d) by the angles whose cos/sin are (T, d/2). On the CPU, eager,
     each pair is a complex number multiplied by cos + i sin, one kernel each way (a 2-core CPU training
-    step is 4% faster than with the four real products, reports/bench/README.md). On CUDA or inside
+    step is 4% faster than with the four real products, studies/bench/history.md). On CUDA or inside
     torch.compile, the real products: inductor generates no code for complex operators and falls back to
-    eager kernels around them (measured on an H100: reports/bench/gpu/README.md)."""
+    eager kernels around them (measured on an H100: studies/bench/gpu/README.md)."""
     if x.is_cuda or torch.compiler.is_compiling():
         x1, x2 = x.float().unflatten(-1, (-1, 2)).unbind(-1)
         return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2).type_as(x)

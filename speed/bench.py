@@ -24,7 +24,7 @@ import torch
 from config import ArgumentParser, Config, ContextConfig, UserError, load_config, run_cli
 from device import autocast, compiled, keep_freed_host_memory, pick_device
 from device import PeakMemory
-from render.bench_report import markdown
+from speed.results import markdown
 from speed.peers import make_peer
 from generate import compile_step, for_decoding
 from model.attention import KVCache
@@ -341,7 +341,7 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=2, help="timed forward passes per evaluation length")
     parser.add_argument("--out", type=Path, default=Path("runs/bench"),
-                        help="output folder (default runs/bench; reports/bench holds the committed tables)")
+                        help="output folder (default runs/bench; studies/bench holds the committed tables)")
     parser.add_argument("--peer", default=None,
                         help="also train a model of the same shape in turns with our rope model and report the "
                              "model-FLOP/s ratio: gpt2 (a plain GPT-2 written here), transformers (its "

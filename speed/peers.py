@@ -132,11 +132,11 @@ def make_peer(name: str, cfg: ModelConfig) -> Peer:
 
 
 def exported_llama(model: GPT):
-    """Our rope model as transformers' LlamaForCausalLM with its weights (export/llama.py's mapping, in memory):
+    """Our rope model as transformers' LlamaForCausalLM with its weights (convert/to_hf.py's mapping, in memory):
     the peer for decoding, the model a user of the export would run."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from export.llama import check_exportable, llama_config, llama_weights
+    from convert.to_hf import check_exportable, llama_config, llama_weights
     check_exportable(model.cfg)
     config = LlamaConfig.from_dict(llama_config(model.cfg, model.position.scaling, bos_id=0, eos_id=0))
     config._attn_implementation = "sdpa"

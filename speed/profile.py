@@ -1,6 +1,6 @@
 """Where a training step's time goes: a short training loop under torch.profiler, as markdown.
 
-    python -m speed.profile --config configs/gpt2-124m.yaml --out reports/bench/gpu   # on a GPU (make gpu-profile)
+    python -m speed.profile --config configs/gpt2-124m.yaml --out studies/bench/gpu   # on a GPU (make gpu-profile)
     python -m speed.profile --config configs/tiny.yaml                                # on the CPU, into runs/profile
 
 The step is speed.bench's (random tokens, bf16 autocast on CUDA, compiled where run.compile is on, clipping
@@ -31,7 +31,7 @@ from torch.autograd import DeviceType
 
 from config import ArgumentParser, Config, UserError, run_cli
 from device import autocast, compiled, keep_freed_host_memory, pick_device
-from render.bench_report import mode_note
+from speed.results import mode_note
 from speed.bench import bench_config, device_name, make_step, random_batch, sync, time_steps, training_row
 from model.gpt import GPT, make_optimizer
 
@@ -235,7 +235,7 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (compilation)")
     parser.add_argument("--evaluations", type=int, default=3, help="evaluation passes, each followed by --steps steps")
     parser.add_argument("--out", type=Path, default=Path("runs/profile"),
-                        help="output folder for profile.md and profile.json (make gpu-profile: reports/bench/gpu)")
+                        help="output folder for profile.md and profile.json (make gpu-profile: studies/bench/gpu)")
     parser.add_argument("overrides", nargs="*", help="dotted.key=value")
     args = parser.parse_args(argv)
 

@@ -6,7 +6,7 @@ The table is (id, argv, expected substring). argv[0] picks the command (train.py
 data.prepare, export, eval.*) and these placeholders are filled in: {run} a trained tiny run (conftest's ten_step_run), {runs}
 its out_dir, {tmp} an empty directory, {file} an existing plain file, {binary} a config that is not
 UTF-8, {held} a copy of the run that the test's own process holds (checkpoint.hold) while the case runs,
-{hf} hf: and the run's transformers export (export.llama), {notmodel} a folder whose config.json transformers
+{hf} hf: and the run's transformers export (convert.to_hf), {notmodel} a folder whose config.json transformers
 cannot read, {hf_pickle} the export with its weights as a pytorch_model.bin that unpickles an object (torch's
 weights_only loader refuses it: nothing runs), {neox} and {window} configs of architectures the GPT cannot hold,
 {hf_lacking} the export without one weight, {hf_wide_tokenizer} the export with a vocabulary smaller than its
@@ -27,12 +27,14 @@ from conftest import TINY, copy_run
 from safetensors.torch import load_file, save_file
 
 import data.prepare
-import export.convert
-import export.llama
+import convert.to_run
+import convert.to_hf
 import generate
 import train
 from eval import extrapolation, heads, passkey, probe, tasks
-from render import merge, plots, reports, summary
+from eval import merge, summary
+from eval.results import plots
+from studies import report
 from speed import bench
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -179,7 +181,7 @@ CASES = [
     ("probe-held-out", ["eval.probe", "{run}", "--out", "{held}"], "{held} is in use by test_bad_inputs (pid "),
     ("tasks-held-out", ["eval.tasks", "{run}", "--resume", "--out", "{held}"],
      "{held} is in use by test_bad_inputs (pid "),
-    ("merge-held-out", ["render.merge", "{tmp}", "--out", "{held}"], "{held} is in use by test_bad_inputs (pid "),
+    ("merge-held-out", ["eval.merge", "{tmp}", "--out", "{held}"], "{held} is in use by test_bad_inputs (pid "),
     # generate.py
     ("generate-top-k", GEN + ["--top-k", "0"], "--top-k must be >= 1"),
     ("generate-top-k-type", GEN + ["--top-k", "x"], "--top-k: invalid int value: 'x'"),
@@ -204,11 +206,11 @@ CASES = [
     ("prepare-val-fraction", PREPARE + ["data.val_fraction=2"], "data.val_fraction must be in [0, 1)"),
     ("prepare-unknown-key", PREPARE + ["data.sourc=x"], "unknown config key 'data.sourc'"),
     ("prepare-section-type", PREPARE + ["data=5"], "data: expected a mapping"),
-    # python -m export
-    ("export-out-file", ["export", "{run}", "{file}"], "out_dir {file} is an existing file, not a directory"),
-    ("export-no-run", ["export", "{tmp}/no-such-run", "{tmp}/out"], "run directory not found: {tmp}/no-such-run"),
-    ("export-missing-argument", ["export", "{run}"], "required: out_dir"),
-    ("export-into-a-run", ["export", "{run}", "{run}"], "out_dir {run} is not empty (it holds checkpoint.json and"),
+    # python -m convert.to_hf
+    ("to-hf-out-file", ["convert.to_hf", "{run}", "{file}"], "out_dir {file} is an existing file, not a directory"),
+    ("to-hf-no-run", ["convert.to_hf", "{tmp}/no-such-run", "{tmp}/out"], "run directory not found: {tmp}/no-such-run"),
+    ("to-hf-missing-argument", ["convert.to_hf", "{run}"], "required: out_dir"),
+    ("to-hf-into-a-run", ["convert.to_hf", "{run}", "{run}"], "out_dir {run} is not empty (it holds checkpoint.json and"),
     # a misspelt RoPE scaling key, wherever a scaling is written
     ("train-scaling-misspelt-key", TRAIN + ["model.position.scaling={type: yarn, factr: 4}"],
      "unknown config key 'model.position.scaling.factr'"),
@@ -257,7 +259,7 @@ CASES = [
     ("tasks-context-name", ["eval.tasks", "{run}", "--context-method", "ntk"], "unknown context method 'ntk'"),
     ("tasks-context-key", ["eval.tasks", "{run}", "--context-method", "{type: sinks, sinks: -1}"],
      "--context-method.sinks must be >= 0, got -1"),
-    # python -m eval.extrapolation, eval.probe, render.summary, speed.bench, render.plots
+    # python -m eval.extrapolation, eval.probe, eval.summary, speed.bench, eval.results.plots
     ("eval-no-run", ["eval.extrapolation", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
     ("eval-not-a-run", ["eval.extrapolation", "{tmp}"], "no checkpoint in {tmp} (missing checkpoint.json)"),
     ("eval-lengths", EVAL + ["--lengths", "64,abc"], "--lengths must be comma-separated integers"),
@@ -294,13 +296,13 @@ CASES = [
     ("tasks-scaling-name", ["eval.tasks", "{run}", "--scaling", "rotary"], "unknown: 'rotary'"),
     ("tasks-out-file", ["eval.tasks", "{run}", "--out", "{file}"], "--out {file} is a file, not a folder"),
     ("heads-no-run", ["eval.heads", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
-    ("reports-no-folder", ["render.reports", "{tmp}/no-such-run"], "{tmp}/no-such-run: no such folder"),
+    ("reports-no-study", ["studies.report", "--study", "no-such-run"], "--study no-such-run: no studies/no-such-run/values.py"),
     ("heads-text-run", ["eval.heads", "{run}", "--out", "{tmp}/out"], "not tasks: evaluate it with python -m eval.extrapolation"),
     ("heads-samples", ["eval.heads", "{run}", "--samples", "0"], "--samples must be >= 1"),
     ("heads-task-name", ["eval.heads", "{run}", "--tasks", "recal"], "unknown task 'recal'"),
     ("heads-out-file", ["eval.heads", "{run}", "--out", "{file}"], "--out {file} is a file, not a folder"),
-    ("merge-no-folder", ["render.merge", "{tmp}/no-such-run", "--out", "{tmp}/out"], "{tmp}/no-such-run is not a folder"),
-    ("merge-out-file", ["render.merge", "{tmp}", "--out", "{file}"], "--out {file} is a file, not a folder"),
+    ("merge-no-folder", ["eval.merge", "{tmp}/no-such-run", "--out", "{tmp}/out"], "{tmp}/no-such-run is not a folder"),
+    ("merge-out-file", ["eval.merge", "{tmp}", "--out", "{file}"], "--out {file} is a file, not a folder"),
     ("train-task-name", TRAIN + ["data.source=tasks:recal"], "unknown task 'recal'"),
     ("train-task-weight", TRAIN + ["data.source=tasks:copy,recall*x"], "the weight of recall must be a positive number"),
     ("train-task-twice", TRAIN + ["data.source=tasks:recall,recall*2"], "recall is named twice"),
@@ -310,7 +312,7 @@ CASES = [
     ("train-task-curriculum", TRAIN + ["data.source=tasks", "data.vocab_size=162", "data.curriculum=[32]"],
      "data.curriculum must be [D, S]: positive integers"),
     ("train-text-curriculum", TRAIN + ["data.curriculum=[32, 100]"], "data.curriculum must be unset for a text source"),
-    ("summary-no-run", ["render.summary", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
+    ("summary-no-run", ["eval.summary", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
     ("bench-config-missing", ["speed.bench", "--config", "{tmp}/nope.yaml"], "config file not found: {tmp}/nope.yaml"),
     ("bench-encoding", ["speed.bench", "--config", str(ROOT / "configs/tiny.yaml"), "--positions", "rotary"],
      "--positions: unknown encoding 'rotary'"),
@@ -326,7 +328,7 @@ CASES = [
      "--attention: invalid choice: 'flash'"),
     ("bench-device", ["speed.bench", "--config", str(ROOT / "configs/tiny.yaml"), "run.device=cuda:99"],
      "run.device: 'cuda:99' is not available here"),
-    ("plots-no-results", ["render.plots", "{tmp}/results.json"], "{tmp}/results.json not found"),
+    ("plots-no-results", ["eval.results.plots", "{tmp}/results.json"], "{tmp}/results.json not found"),
     ("passkey-no-run", ["eval.passkey", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
     ("passkey-dynamic", ["eval.passkey", "{run}", "--scaling", "none,dynamic", "--out", "{tmp}/out"],
      "--scaling: eval.passkey takes static scalings; dynamic change with the length"),
@@ -342,7 +344,7 @@ CASES = [
      "--context-method: unknown context method 'landmark'"),
     ("passkey-short", ["eval.passkey", "{run}", "--lengths", "64", "--out", "{tmp}/out"],
      "a passkey prompt of 64 tokens leaves room for less than one filler repetition"),
-    # hf:PATH, a transformers checkpoint, wherever a run directory is accepted (pretrained/hf.py)
+    # hf:PATH, a transformers checkpoint, wherever a run directory is accepted (hf/checkpoints.py)
     ("passkey-hf-missing", ["eval.passkey", "hf:{tmp}/no-such-model"],
      "hf:{tmp}/no-such-model: no such folder or .gguf file"),
     ("passkey-hf-no-tokenizer", ["eval.passkey", "hf:{hf_no_tokenizer}", "--out", "{tmp}/out"],
@@ -361,7 +363,7 @@ CASES = [
      "hf:{notmodel}: transformers cannot load its config"),
     ("tasks-hf", ["eval.tasks", "{hf}"], "was trained elsewhere, on text: the task track's sequences are ids"),
     ("eval-hf-scaling", ["eval.extrapolation", "{hf}", "--scaling", "none,dynamic-yarn", "--out", "{tmp}/out"],
-     "cannot take RoPE scaling 'dynamic-yarn' (transformers has no rope type for it)"),
+     "cannot take RoPE scaling 'dynamic-yarn' from --scaling (transformers has no rope type for it)"),
     ("probe-hf-scaling", ["eval.probe", "{hf}", "--scaling", "dynamic-yarn", "--out", "{tmp}/out"],
      "cannot take RoPE scaling 'dynamic-yarn'"),
     ("generate-hf-scaling", ["generate.py", "{hf}", "--rope-scaling", "{type: dynamic-yarn}"],
@@ -369,25 +371,25 @@ CASES = [
     ("generate-hf-compile", ["generate.py", "{hf}", "--compile"], "--compile needs this repo's KV cache"),
     ("generate-hf-max-context", ["generate.py", "{hf}", "--max-context", "8"], "--max-context needs this repo's KV cache"),
     ("generate-hf-best", ["generate.py", "{hf}", "--best"], "is a transformers checkpoint: it has no best-validation"),
-    ("export-hf", ["export", "{hf}", "{tmp}/out"], "is a transformers checkpoint already"),
-    # converting a transformers checkpoint into a run directory (export/convert.py), and fine-tuning one
+    ("to-hf-hf", ["convert.to_hf", "{hf}", "{tmp}/out"], "is a transformers checkpoint already"),
+    # converting a transformers checkpoint into a run directory (convert/to_run.py), and fine-tuning one
     ("eval-hf-pickle", ["eval.extrapolation", "hf:{hf_pickle}", "--out", "{tmp}/out"],
      "hf:{hf_pickle}: transformers cannot load its weights"),
     ("generate-hf-pickle", ["generate.py", "hf:{hf_pickle}"], "hf:{hf_pickle}: transformers cannot load its weights"),
-    ("convert-hf-pickle", ["export.convert", "hf:{hf_pickle}", "{tmp}/run"],
+    ("convert-hf-pickle", ["convert.to_run", "hf:{hf_pickle}", "{tmp}/run"],
      "hf:{hf_pickle}: transformers cannot load its weights"),
-    ("convert-neox", ["export.convert", "hf:{neox}", "{tmp}/run"],
+    ("convert-neox", ["convert.to_run", "hf:{neox}", "{tmp}/run"],
      "cannot be converted: gpt_neox has a parallel residual"),
-    ("convert-window", ["export.convert", "hf:{window}", "{tmp}/run"],
+    ("convert-window", ["convert.to_run", "hf:{window}", "{tmp}/run"],
      "cannot be converted: its attention is a sliding window of 4096 tokens"),
-    ("convert-lacking", ["export.convert", "hf:{hf_lacking}", "{tmp}/run"], "lacks model.layers.1.mlp.up_proj.weight"),
-    ("convert-bad-weights", ["export.convert", "hf:{hf_bad_weights}", "{tmp}/run"],
+    ("convert-lacking", ["convert.to_run", "hf:{hf_lacking}", "{tmp}/run"], "lacks model.layers.1.mlp.up_proj.weight"),
+    ("convert-bad-weights", ["convert.to_run", "hf:{hf_bad_weights}", "{tmp}/run"],
      "transformers cannot load its weights"),
-    ("convert-wide-tokenizer", ["export.convert", "hf:{hf_wide_tokenizer}", "{tmp}/run"],
+    ("convert-wide-tokenizer", ["convert.to_run", "hf:{hf_wide_tokenizer}", "{tmp}/run"],
      "its tokenizer has 512 tokens but the model's vocabulary 256"),
-    ("convert-not-hf", ["export.convert", "{run}", "{tmp}/run"], "give the checkpoint as hf:PATH"),
-    ("convert-no-such-run", ["export.convert", "hf:{tmp}/no-such-run", "{tmp}/run"], "no such folder or .gguf file"),
-    ("convert-into-run", ["export.convert", "{hf}", "{run}"], "exists and is not an empty directory"),
+    ("convert-not-hf", ["convert.to_run", "{run}", "{tmp}/run"], "give the checkpoint as hf:PATH"),
+    ("convert-no-such-run", ["convert.to_run", "hf:{tmp}/no-such-run", "{tmp}/run"], "no such folder or .gguf file"),
+    ("convert-into-run", ["convert.to_run", "{hf}", "{run}"], "exists and is not an empty directory"),
     ("train-init-hf-contradicts", TRAIN + ["train.init_from={hf}", "model.n_layers=3", "data.cache_dir={tmp}/cache"],
      "model.n_layers: 3 contradicts {hf} (2)"),
     ("train-init-hf-vocab", TRAIN + ["train.init_from={hf}", "data.vocab_size=1024", "data.cache_dir={tmp}/cache"],
@@ -405,19 +407,20 @@ CASES = [
 ]
 # Also run as subprocesses: one per command (the in-process cases cover the rest), the hf: path and a lock held by
 # another process among them.
-SUBPROCESS = ["resume-held", "generate-rope-scaling-scalar", "prepare-config-missing", "export-out-file", "eval-no-run",
+SUBPROCESS = ["resume-held", "generate-rope-scaling-scalar", "prepare-config-missing", "to-hf-out-file", "eval-no-run",
               "tasks-no-run", "passkey-short", "convert-hf-pickle"]
 MAINS = {"train.py": train.main, "generate.py": generate.main, "data.prepare": data.prepare.main,
-         "export": export.llama.main, "export.convert": export.convert.main, "eval.extrapolation": extrapolation.main, "eval.probe": probe.main,
-         "render.summary": summary.main, "speed.bench": bench.main, "render.plots": plots.main, "eval.tasks": tasks.main,
-         "render.merge": merge.main, "eval.passkey": passkey.main, "eval.heads": heads.main,
-         "render.reports": reports.main}
+         "convert.to_hf": convert.to_hf.main, "convert.to_run": convert.to_run.main,
+         "eval.extrapolation": extrapolation.main, "eval.probe": probe.main,
+         "eval.summary": summary.main, "speed.bench": bench.main, "eval.results.plots": plots.main, "eval.tasks": tasks.main,
+         "eval.merge": merge.main, "eval.passkey": passkey.main, "eval.heads": heads.main,
+         "studies.report": report.main}
 
 
 @pytest.fixture(scope="module")
 def hf_export(ten_step_run, tmp_path_factory) -> Path:
     """The tiny run exported as a transformers checkpoint."""
-    return export.llama.export(ten_step_run, tmp_path_factory.mktemp("hf") / "ten")
+    return convert.to_hf.export(ten_step_run, tmp_path_factory.mktemp("hf") / "ten")
 
 
 def exported(argv, request) -> Path | None:
@@ -538,15 +541,15 @@ def test_the_table_is_big_and_ids_are_unique():
 
 # Every file a run directory holds, missing, corrupt or non-finite, in every command that reads it: one
 # line naming the file and what is wrong with it, exit 2. eval.tasks reads a task run (no tokenizer.model).
-TEXT_READERS = ["generate.py", "eval.extrapolation", "eval.probe", "export"]
+TEXT_READERS = ["generate.py", "eval.extrapolation", "eval.probe", "convert.to_hf"]
 RUN_FILES = [  # (file, damages, commands that read it)
-    ("config.yaml", ["missing", "corrupt", "not-a-mapping"], [*TEXT_READERS, "eval.tasks", "render.summary", "resume"]),
+    ("config.yaml", ["missing", "corrupt", "not-a-mapping"], [*TEXT_READERS, "eval.tasks", "eval.summary", "resume"]),
     ("checkpoint.json", ["missing", "corrupt"], [*TEXT_READERS, "eval.tasks"]),
     ("checkpoint.json", ["corrupt"], ["resume"]),  # a run without one has no checkpoint yet: resume starts it afresh
     ("model_*.safetensors", ["missing", "truncated", "nan", "inf"], [*TEXT_READERS, "eval.tasks", "resume"]),
     ("state_*.pt", ["missing", "corrupt", "truncated", "nan"], ["resume"]),
-    ("tokenizer.model", ["missing", "corrupt"], ["generate.py", "eval.probe", "export"]),  # eval.extrapolation reads shards
-    ("metrics.jsonl", ["missing", "corrupt", "torn-line"], ["render.summary", "eval.tasks"]),
+    ("tokenizer.model", ["missing", "corrupt"], ["generate.py", "eval.probe", "convert.to_hf"]),  # eval.extrapolation reads shards
+    ("metrics.jsonl", ["missing", "corrupt", "torn-line"], ["eval.summary", "eval.tasks"]),
     ("metrics.jsonl", ["corrupt", "torn-line"], ["resume"]),  # missing: resume starts a new log
 ]
 BROKEN = [(file, how, command) for file, damages, commands in RUN_FILES for how in damages for command in commands]
@@ -556,7 +559,7 @@ BROKEN = [(file, how, command) for file, damages, commands in RUN_FILES for how 
 def task_run(tmp_path_factory):
     """A task-track run (it has no tokenizer.model), trained two steps."""
     runs = tmp_path_factory.mktemp("task-runs")
-    train.main(["--config", str(ROOT / "configs/tasks.yaml"), f"run.out_dir={runs}", "run.name=tasks",
+    train.main(["--config", str(ROOT / "studies/tasks/tasks.yaml"), f"run.out_dir={runs}", "run.name=tasks",
                 "data.source=tasks:recall1", "model.max_seq_len=64", "model.d_model=32", "train.max_steps=2",
                 "train.batch_size=2", "train.warmup_steps=1", "train.log_every=1", "train.eval_every=2",
                 "train.ckpt_every=2", "train.eval_tokens=64", "run.device=cpu"])
@@ -598,8 +601,8 @@ def broken_run(file, how, command, ten_step_run, task_run, tmp_path) -> tuple[li
             "eval.extrapolation": [str(run), "--lengths", "64", "--max-tokens", "256", "--out", out],
             "eval.probe": [str(run), "--multiples", "1", "--samples", "2", "--out", out],
             "eval.tasks": [str(run), "--multiples", "1", "--samples", "1", "--scaling", "none", "--out", out],
-            "render.summary": [str(run)],
-            "export": [str(run), str(tmp_path / "hf")],
+            "eval.summary": [str(run)],
+            "convert.to_hf": [str(run), str(tmp_path / "hf")],
             "resume": [*fill(TRAIN, ten_step_run, tmp_path)[1:], f"run.out_dir={run.parent}", f"run.name={run.name}",
                        "train.max_steps=12", "--resume"]}[command]
     reasons = {"missing": ("missing", "not found", f"no {path.name}"),
@@ -619,7 +622,7 @@ def test_a_broken_run_file_is_one_line_naming_it(file, how, command, ten_step_ru
         MAINS["train.py" if command == "resume" else command](argv)
     out, err = capsys.readouterr()
     check_names_file(exit_.value.code, out, err, name, reasons)
-    if command == "export":
+    if command == "convert.to_hf":
         assert not (tmp_path / "hf").exists()
 
 
@@ -627,7 +630,7 @@ def test_an_export_into_the_run_directory_writes_nothing_there(ten_step_run, cap
     run = ten_step_run
     before = {p.name: p.stat().st_mtime_ns for p in run.iterdir()}
     with pytest.raises(SystemExit) as exit_:
-        export.llama.main([str(run), str(run)])
+        convert.to_hf.main([str(run), str(run)])
     check(exit_.value.code, *capsys.readouterr(), f"out_dir {run} is not empty")
     assert {p.name: p.stat().st_mtime_ns for p in run.iterdir()} == before
 
@@ -641,7 +644,7 @@ def test_a_broken_run_file_from_the_command_line(file, how, ten_step_run, tmp_pa
 
 
 def test_every_run_file_is_damaged_in_every_command_that_reads_it():
-    commands = {"generate.py", "eval.extrapolation", "eval.probe", "eval.tasks", "render.summary", "export", "resume"}
+    commands = {"generate.py", "eval.extrapolation", "eval.probe", "eval.tasks", "eval.summary", "convert.to_hf", "resume"}
     assert {c for _, _, c in BROKEN} == commands
     assert {f for f, _, _ in BROKEN} == {"config.yaml", "checkpoint.json", "model_*.safetensors", "state_*.pt",
                                         "tokenizer.model", "metrics.jsonl"}

@@ -53,7 +53,7 @@ def test_the_compile_mode_reaches_torch_compile(monkeypatch):
     bench.bench_training(cfg, torch.device("cpu"), steps=1, warmup=0)
     assert modes == ["max-autotune", None]  # default: torch's own; compile off: not compiled
     # the tables of speed.bench and speed.profile name a mode other than the default
-    from render.bench_report import mode_note
+    from speed.results import mode_note
     assert [mode_note({"compile": c, "compile_mode": m}) for c, m in
             [(True, "max-autotune"), (True, "default"), (False, "max-autotune")]] == [" (max-autotune mode)", "", ""]
 

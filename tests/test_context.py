@@ -12,7 +12,7 @@ from test_bad_inputs import check
 import generate
 from config import ContextConfig, ModelConfig, PositionConfig, ScalingConfig, UserError, parse_context
 from eval import extrapolation, harness, probe
-from render import tasks as task_report
+from eval.results import tasks as task_report
 from generate import generate_tokens
 from model import attention
 from model.attention import KVCache

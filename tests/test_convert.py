@@ -1,4 +1,4 @@
-"""Pretrained checkpoints converted into run directories (export/convert.py, pretrained/llama.py): for a random tiny
+"""Pretrained checkpoints converted into run directories (convert/to_run.py, hf/weights.py): for a random tiny
 checkpoint of every covered architecture the GPT's logits equal transformers' to 1e-4 relative in float32, with and
 without each RoPE scaling; greedy continuations are equal; transformers -> run -> export -> transformers gives the
 same logits; the run needs no transformers once converted; and train.init_from: hf:PATH fine-tunes one. SmolLM2
@@ -19,10 +19,10 @@ from conftest import book_texts  # noqa: E402
 from checkpoint import load_model, load_tokenizer, read_pointer  # noqa: E402
 from eval import extrapolation  # noqa: E402
 from config import ScalingConfig  # noqa: E402
-from export.convert import convert  # noqa: E402
-from export.llama import export  # noqa: E402
+from convert.to_run import convert  # noqa: E402
+from convert.to_hf import export  # noqa: E402
 from generate import generate_tokens  # noqa: E402
-from pretrained import hf  # noqa: E402
+from hf import checkpoints as hf  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOLLM2 = ROOT / ".cache" / "smollm2" / "SmolLM2-135M-Instruct-Q4_1"

@@ -1,4 +1,4 @@
-"""export/llama.py: transformers' Llama, loaded from the exported directory with no custom code,
+"""convert/to_hf.py: transformers' Llama, loaded from the exported directory with no custom code,
 reproduces our logits, greedy generations and token ids."""
 import json
 import shutil
@@ -17,7 +17,7 @@ from checkpoint import load_model, save_checkpoint
 from config import Config, ModelConfig, PositionConfig, to_dict
 from data import Tokenizer
 from data.tokenizer import train_tokenizer
-from export.llama import main
+from convert.to_hf import main
 from generate import generate_tokens
 from model.gpt import GPT, RMSNorm
 
@@ -139,7 +139,7 @@ def test_tokenizer_encodes_to_our_ids(rope_export, corpus):
 
 def test_export_refuses_learned_positions(corpus, tmp_path):
     run_dir = make_run(tmp_path, corpus[0], "learned", position="learned")
-    result = subprocess.run([sys.executable, "-m", "export", str(run_dir), str(tmp_path / "hf")],
+    result = subprocess.run([sys.executable, "-m", "convert.to_hf", str(run_dir), str(tmp_path / "hf")],
                             cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")

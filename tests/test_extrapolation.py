@@ -15,7 +15,7 @@ from checkpoint import FROM_RUN, load_model, read_run_config
 from config import DataConfig, ModelConfig, PositionConfig, ScalingConfig, UserError, from_dict
 from data import TokenData, prepare_shards
 from eval import extrapolation, harness, probe
-from render import extrapolation as results, plots
+from eval.results import extrapolation as results, plots
 from model.gpt import GPT
 
 REPO = Path(__file__).resolve().parents[1]

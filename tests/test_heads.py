@@ -11,7 +11,7 @@ from data.tasks import TASKS, VAL_SEED, VOCAB_SIZE, Sample, bag_solver, sample, 
 from eval.heads import attention_weights, look_at_facts, main
 from model.gpt import GPT
 from model.positions import ENCODINGS
-from render.heads import markdown
+from eval.results.heads import markdown
 
 
 def tiny(position: str, L: int = 32, layer_pattern: str | None = None, sliding_window: int | None = None) -> GPT:
@@ -118,7 +118,7 @@ def test_the_tasks_a_run_has_not_learned_are_shown_by_order():
 
 def test_the_command_writes_its_tables_and_refuses_bad_input(tmp_path, capsys):
     import train
-    train.main(["--config", str(Path(__file__).parents[1] / "configs/tasks.yaml"), f"run.out_dir={tmp_path}",
+    train.main(["--config", str(Path(__file__).parents[1] / "studies/tasks/tasks.yaml"), f"run.out_dir={tmp_path}",
                 "run.name=run", "run.seed=3", "run.device=cpu", "data.source=tasks:recall1,passkey1", "model.max_seq_len=32", "model.d_model=32",
                 "train.max_steps=2", "train.batch_size=4", "train.warmup_steps=1", "train.eval_every=2",
                 "train.ckpt_every=2", "train.eval_tokens=128", "train.decay_steps=null"])

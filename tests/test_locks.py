@@ -17,7 +17,7 @@ from conftest import copy_run
 import train
 from checkpoint import LOCK, hold
 from eval import extrapolation, probe, tasks
-from render import merge
+from eval import merge
 
 ROOT = Path(__file__).resolve().parents[1]
 HOLDER = """import sys, time
@@ -122,7 +122,7 @@ def test_two_evaluators_on_one_out_refuse(ten_step_run, tmp_path, capsys, monkey
     second = {"eval.extrapolation": (extrapolation.main, [run, "--lengths", "64", "--out", str(out), "--resume"]),
               "eval.tasks": (tasks.main, [run, "--resume", "--out", str(out)]),
               "eval.probe": (probe.main, [run, "--out", str(out)]),
-              "render.merge": (merge.main, [str(tmp_path), "--out", str(out)])}
+              "eval.merge": (merge.main, [str(tmp_path), "--out", str(out)])}
     refused, tried = {}, []
     measure = extrapolation.Evaluator.measure
 

@@ -344,7 +344,7 @@ def test_misuse_is_one_line_naming_the_key(overrides, message, tiny_args, capsys
 
 
 def test_export_refuses_layer_patterns_windows_and_the_temperature():
-    from export.llama import check_exportable
+    from convert.to_hf import check_exportable
     for cfg in (ModelConfig(position=PositionConfig(layer_pattern="rope,nope")), ModelConfig(sliding_window=16),
                 ModelConfig(position=PositionConfig(layer_pattern="rope,nope", nope_temperature=True))):
         with pytest.raises(UserError, match="cannot export model.* transformers' Llama gives every layer the same"):
@@ -352,24 +352,22 @@ def test_export_refuses_layer_patterns_windows_and_the_temperature():
 
 
 def test_the_studies_name_each_new_method_as_a_run():
-    """make/study.mk's runs of the new methods, in the text study and on the track (STUDY=runs/tasks): the keys each
+    """The runs of the new methods, in the text study (run/1/NAME) and on the track (task-run/1/NAME): the keys each
     adds, DroPE continuing its seed's RoPE run at L."""
     import subprocess
     from pathlib import Path
     root = Path(__file__).resolve().parents[1]
 
-    def command(run, *settings):
-        out = subprocess.run(["make", "-n", "--no-print-directory", f"run/1/{run}", *settings], cwd=root,
+    def command(run, *settings, target="run"):
+        out = subprocess.run(["make", "-n", "--no-print-directory", f"{target}/1/{run}", *settings], cwd=root,
                              capture_output=True, text=True, check=True).stdout.replace("\\\n", " ")
         return " ".join(next(line for line in out.splitlines() if f"run.name={run} " in line).split())
     assert "model.position.type=fox" in command("fox")
     assert "model.position.kept_frequencies=0.75" in command("p-rope")
     assert "layer_pattern=rope,rope,rope,nope model.sliding_window=32" in command("rnope-swa")
-    drope = command("drope", "STUDY=runs/tasks", "STUDY_CONFIG=configs/tasks.yaml",
-                    "EXTEND_CONFIG=configs/extend-4x-tasks.yaml")
-    assert "--config configs/extend-4x-tasks.yaml train.init_from=runs/tasks/seed1/rope" in drope
+    drope = command("drope", target="task-run")  # studies/tasks/tasks.mk's own run target
+    assert "--config studies/tasks/extend-4x-tasks.yaml train.init_from=runs/tasks/seed1/rope" in drope
     assert "model.position.type=nope model.position.scaling=null model.max_seq_len=128 train.batch_size=32" in drope
-    longer = command("drope-long", "STUDY=runs/tasks", "STUDY_CONFIG=configs/tasks.yaml",
-                     "EXTEND_CONFIG=configs/extend-4x-tasks.yaml")  # make task-drope-long: the same, 8x the steps
+    longer = command("drope-long", target="task-run")  # make task-drope-long: the same, 8x the steps
     assert longer == drope.replace("run.name=drope ", "run.name=drope-long ").replace(
         "train.batch_size=32", "train.batch_size=32 train.max_steps=2000")

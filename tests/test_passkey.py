@@ -13,7 +13,7 @@ from checkpoint import load_model, load_tokenizer
 from generate import generate_tokens
 from eval import passkey
 from eval.passkey import Prompts
-from render.passkey import row_key
+from eval.results.passkey import row_key
 from model.attention import KVCache
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,7 +100,7 @@ def test_rows_from_before_held_get_it_from_the_trials_the_log_still_holds(tiny_r
 @pytest.fixture(scope="module")
 def exported(tiny_run, tmp_path_factory) -> str:
     pytest.importorskip("transformers", reason="transformers loads hf: checkpoints (pip install -e '.[dev]')")
-    from export.llama import export
+    from convert.to_hf import export
     return f"hf:{export(tiny_run, tmp_path_factory.mktemp('hf') / 'tiny')}"
 
 

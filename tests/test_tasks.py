@@ -34,7 +34,7 @@ from data.tasks import (
     to_batch,
 )
 from eval import tasks as eval_tasks
-from render import tasks as task_report
+from eval.results import tasks as task_report
 from conftest import logged_losses
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,7 +71,7 @@ def test_every_answer_is_the_token_its_fact_holds(task):
 def test_a_question_token_names_the_rule_that_answers_it():
     """The induction tasks (the answer follows an earlier copy of the asking token) and the single-hop ones
     (the answer is decoded from one fused token) ask with disjoint tokens: asked alike, recall and recall1
-    competed for the same heads, and on seeds 3 and 4 one of the two stayed unlearned (reports/tasks)."""
+    competed for the same heads, and on seeds 3 and 4 one of the two stayed unlearned (studies/tasks)."""
     samples = {task: [sample(task, 129, 5, i) for i in range(50)] for task in TASKS}
     asking = {task: {int(t) for s in samples[task] for t in s.tokens[s.answers - 1]} for task in TASKS}
     induction = asking["copy"] | asking["recall"] | asking["passkey"]
@@ -234,7 +234,7 @@ def test_task_sources_and_their_vocabulary_are_checked():
 
 
 def test_training_draws_each_task_in_proportion_to_its_weight():
-    """configs/tasks.yaml draws recall three times as often as each other task; an unweighted mix draws as
+    """studies/tasks/tasks.yaml draws recall three times as often as each other task; an unweighted mix draws as
     before (the committed runs' batches), and validation has the same sequences for every task either way."""
     def shares(source):
         data = TaskData(DataConfig(source=source, vocab_size=VOCAB_SIZE))
@@ -259,7 +259,7 @@ def test_training_draws_each_task_in_proportion_to_its_weight():
 def task_runs(tmp_path_factory):
     """rope and learned trained briefly on two tasks at L = 64; rope continued to 128 with yarn and without."""
     tmp = tmp_path_factory.mktemp("tasks")
-    common = ["--config", str(REPO / "configs/tasks.yaml"), f"run.out_dir={tmp}", "run.device=cpu",
+    common = ["--config", str(REPO / "studies/tasks/tasks.yaml"), f"run.out_dir={tmp}", "run.device=cpu",
               "data.source=tasks:recall1,passkey1", f"model.max_seq_len={L}", "model.d_model=32",
               "train.max_steps=6", "train.batch_size=4", "train.warmup_steps=1", "train.log_every=2",
               "train.eval_every=3", "train.ckpt_every=3", "train.eval_tokens=256", "train.decay_steps=null"]
@@ -279,7 +279,7 @@ def test_training_on_tasks_logs_answer_accuracy_and_resumes_exactly(task_runs, t
     assert all(0 <= r["val_acc_recall1"] <= 1 and 0 <= r["val_acc_passkey1"] <= 1 for r in evals)
     assert not (task_runs / "rope" / "tokenizer.model").exists()  # a task run has no tokenizer
     # stopped at step 3 and resumed: the same losses as the run trained straight through
-    common = ["--config", str(REPO / "configs/tasks.yaml"), f"run.out_dir={tmp_path}", "run.device=cpu",
+    common = ["--config", str(REPO / "studies/tasks/tasks.yaml"), f"run.out_dir={tmp_path}", "run.device=cpu",
               "data.source=tasks:recall1,passkey1", f"model.max_seq_len={L}", "model.d_model=32",
               "train.batch_size=4", "train.warmup_steps=1", "train.log_every=2", "train.eval_every=3",
               "train.ckpt_every=3", "train.eval_tokens=256", "run.name=rope", "train.decay_steps=6"]
@@ -346,8 +346,8 @@ def test_long_sequences_are_scored_in_batches_bounded_by_their_score_matrices(ta
 
 
 def test_runs_evaluated_apart_and_merged_give_the_joint_report(task_runs, tmp_path):
-    """make task-eval evaluates each run as soon as it is trained, then merges the folders (render.merge)."""
-    from render import merge
+    """make task-eval evaluates each run as soon as it is trained, then merges the folders (eval.merge)."""
+    from eval import merge
     names = ("rope", "learned", "rope-yarn")
     common = ["--multiples", "1,2", "--scaling", "none,yarn", "--samples", "2", "--device", "cpu"]
     eval_tasks.main([str(task_runs / n) for n in names] + common + ["--out", str(tmp_path / "joint")])
@@ -370,9 +370,9 @@ def test_make_evaluates_each_run_once_trained_then_merges():
                 f"--out runs/tasks/eval/seed7/{run} --resume") in lines
         assert lines.index(f"run.name={run} ") < lines.index(f"--out runs/tasks/eval/seed7/{run} ")
     folders = " ".join(f"runs/tasks/eval/seed7/{run}" for run in runs)
-    assert f"-m render.merge reports/tasks {folders} --out reports/tasks" in lines
-    heads = "-m eval.heads runs/tasks/seed7/rope runs/tasks/seed7/alibi runs/tasks/seed7/nope --out reports/tasks/heads --resume"
-    assert heads in lines and lines.index("-m render.merge") < lines.index(heads)  # the trained encodings' probe
+    assert f"-m eval.merge studies/tasks {folders} --out studies/tasks" in lines
+    heads = "-m eval.heads runs/tasks/seed7/rope runs/tasks/seed7/alibi runs/tasks/seed7/nope --out studies/tasks/heads --resume"
+    assert heads in lines and lines.index("-m eval.merge") < lines.index(heads)  # the trained encodings' probe
     assert "seed7/t5" not in lines
 
 
@@ -395,9 +395,9 @@ def test_make_evaluates_each_context_method_seed_by_seed_then_merges_each_method
     for method in ("self-extend", "dca"):
         for seed in (6, 9):
             assert f"--context-method {method} --out runs/tasks/context/{method}/seed{seed}" in lines
-        assert (f"-m render.merge runs/tasks/context/{method}/seed6 runs/tasks/context/{method}/seed9 "
-                f"--out reports/tasks/context/{method};") in lines
-    assert lines.index("--out runs/tasks/context/dca/seed9") < lines.index("-m render.merge")
+        assert (f"-m eval.merge runs/tasks/context/{method}/seed6 runs/tasks/context/{method}/seed9 "
+                f"--out studies/tasks/context/{method};") in lines
+    assert lines.index("--out runs/tasks/context/dca/seed9") < lines.index("-m eval.merge")
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
@@ -410,9 +410,9 @@ def test_make_study_context_trains_what_is_missing_and_always_measures_the_plain
         command = (f"-m eval.extrapolation {runs} --lengths 128,256,512,1024,2048 --scaling none "
                    f"--context-method {method} --out runs/study/context/{method}/seed2")
         assert command in lines
-        assert f"-m render.merge runs/study/context/{method}/seed2 --out reports/extrapolation/context/{method};" in lines
+        assert f"-m eval.merge runs/study/context/{method}/seed2 --out studies/text/context/{method};" in lines
         assert lines.index("run.name=t5 ") < lines.index(command)
-    assert lines.endswith("-m render.plots reports/extrapolation/context/*/results.json --out reports/extrapolation/context")
+    assert lines.endswith("-m eval.results.plots studies/text/context/*/results.json --out studies/text/context")
 
 
 def test_pooled_accuracy_weights_the_bands_by_their_answers():
@@ -442,7 +442,7 @@ def test_eval_tasks_refuses_a_text_run(tmp_path, capsys, tiny_args):
 
 def test_a_context_too_short_for_a_task_is_one_line_before_training(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
-        train.main(["--config", str(REPO / "configs/tasks.yaml"), f"run.out_dir={tmp_path}", "model.max_seq_len=24"])
+        train.main(["--config", str(REPO / "studies/tasks/tasks.yaml"), f"run.out_dir={tmp_path}", "model.max_seq_len=24"])
     assert e.value.code == 2
     assert "too short for the recall task, which needs at least 32" in capsys.readouterr().err
     assert not (tmp_path / "rope" / "checkpoint.json").exists()
@@ -482,7 +482,7 @@ def test_resume_measures_only_what_the_report_lacks(task_runs, tmp_path, capsys)
 
 def test_drawn_positions_evaluate_a_randomized_run_as_it_was_trained_and_coincide_at_max_position(task_runs, tmp_path,
                                                                                                  capsys, monkeypatch):
-    train.main(["--config", str(REPO / "configs/tasks.yaml"), f"run.out_dir={tmp_path}", "run.device=cpu",
+    train.main(["--config", str(REPO / "studies/tasks/tasks.yaml"), f"run.out_dir={tmp_path}", "run.device=cpu",
                 "data.source=tasks:recall1,passkey1", f"model.max_seq_len={L}", "model.d_model=32",
                 "train.max_steps=6", "train.batch_size=4", "train.warmup_steps=1", "train.eval_every=6",
                 "train.ckpt_every=6", "train.eval_tokens=256", "train.decay_steps=null", "run.name=randomized",
@@ -534,7 +534,7 @@ def test_a_cell_gives_the_mean_the_spread_and_every_seed():
 
 
 def test_interval_is_wilsons_over_sequences():
-    from render.tasks import interval
+    from eval.results.tasks import interval
     lo, hi = interval(0.5, 100)  # the Wilson score interval's textbook value
     assert (round(lo, 3), round(hi, 3)) == (0.404, 0.596)
     assert interval(1.0, 24)[1] == 1.0 and round(interval(1.0, 24)[0], 3) == 0.862
@@ -542,7 +542,7 @@ def test_interval_is_wilsons_over_sequences():
 
 
 def test_the_tables_say_how_wide_an_interval_is_by_how_many_sequences_a_cell_holds():
-    from render.tasks import interval_note
+    from eval.results.tasks import interval_note
     row = {"run": "rope", "seed": 1, "task": "copy", "scaling": "none", "factor_rule": None, "samples": 24}
     rows = [{**row, "length": 128, "multiple": 1.0}] + [{**row, "length": 256, "multiple": 2.0}] * 2
     note = interval_note(rows)

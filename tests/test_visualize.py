@@ -29,7 +29,7 @@ def test_only_nope_is_blind_to_order():
 
 
 def test_perplexity_plot_labels_its_log_axis_and_draws_unscaled_rope_among_the_scalings(tmp_path, monkeypatch):
-    from render import plots
+    from eval.results import plots
     assert plots.log_ticks(90, 250) == [90.0, 110.0, 140.0, 170.0, 200.0, 250.0]  # 90 * (250/90)^(i/5), 2 s.f.
     figures = []
     monkeypatch.setattr(plots.plt, "close", figures.append)
@@ -48,7 +48,7 @@ def test_perplexity_plot_labels_its_log_axis_and_draws_unscaled_rope_among_the_s
 
 
 def test_context_methods_plot_draws_a_panel_per_run_and_none_as_the_dashed_reference(tmp_path, monkeypatch):
-    from render import plots
+    from eval.results import plots
     figures = []
     monkeypatch.setattr(plots.plt, "close", figures.append)
     rows = [{"run": run, "position": run, "seed": seed, "scaling": method, "train_length": 128, "length": n,

@@ -1,3 +1,0 @@
-from export.llama import main
-
-main()

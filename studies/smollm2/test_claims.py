@@ -1,0 +1,86 @@
+"""The claims of studies/smollm2/README.md from the committed rows, taken as defaults: changed rows can be passed."""
+import pytest
+
+from checkpoint import load_tokenizer
+from eval.passkey import Prompts
+from studies.report import ROOT
+from studies.smollm2.values import SLACK, cells, curves, interval, key_rows, named, ppl_rows, rise
+from studies.stats import apart
+
+PPL, KEYS = curves(ppl_rows()), cells(key_rows())
+L = min(PPL["none"])
+PAST = (2 * L, 4 * L)
+FAR = 1.5  # "far above": more than half as much again
+ALIKE = 0.01  # "as low as": within 1%
+
+
+def test_claim_no_ppl_evidence_past_L(c=PPL):  # sinks read nothing past their window of L - 4 tokens
+    assert all(r["span"] == r["tokens"] == r["windows"] * r["length"] == 4 * L for r in ppl_rows())  # the same tokens
+    assert all(rise(c["yarn_ft"], n) > rise(c["sinks"], n) and rise(c["yarn_ft"], n) >= 0 for n in PAST)
+
+
+def test_claim_sinks_match_methods(c=PPL):
+    best = {n: min(c[m][n] for m in ("self_extend", "dca", "rerope", "leaky", "yarn", "ntk")) for n in PAST}
+    assert all(c["sinks"][n] <= (1 + ALIKE) * best[n] for n in PAST)
+
+
+def test_claim_unscaled_past_L(c=PPL):
+    assert all(c["none"][n] > FAR * c["yarn"][n] for n in PAST)
+
+
+def test_claim_fine_tunes(c=PPL, v=named()):
+    pi, yarn = (float(v[f"val_{k}"]) for k in ("pi_ft", "yarn_ft"))  # the validation loss each ended at
+    assert c["yarn_ft"][L] < c["none"][L] and c["control"][L] < c["none"][L] < c["pi_ft"][L] and pi > yarn
+    assert all(c["pi_ft"][n] > FAR * c["yarn_ft"][n] for n in c["pi_ft"])
+    assert all(c["control"][n] > FAR * c["yarn_ft"][n] for n in PAST)
+
+
+def test_claim_middle_only_at_L(k=KEYS):
+    found = interval(k[("none", L, 0.5)])
+    assert all(interval(k[("none", L, d)])[1] < found[0] for d in (0.0, 1.0))
+    assert all(r["hits"] == r["trials"] for (who, n, _), r in k.items() if who == "none" and n < L)
+
+
+def test_claim_held_not_found(k=KEYS):
+    assert all(interval(k[key], "held")[0] > interval(k[key])[1] for key in (("none", L, 1.0), ("yarn_ft", L, 0.5)))
+
+
+def test_claim_first_key_fine_tune(k=KEYS):
+    ft = {n: interval(k[("yarn_ft", n, 0.0)]) for n in (L, *PAST)}
+    assert ft[L][0] > interval(k[("none", L, 0.0)])[1] and ft[2 * L][0] > interval(k[("yarn", 2 * L, 0.0)])[1]
+    assert ft[4 * L][1] < ft[2 * L][0]
+
+
+def test_claim_not_apart_at_4L(k=KEYS):
+    assert (4 * L - SLACK) / 2 > L and k[("yarn", 4 * L, 0.5)]["hits"] == k[("yarn", 4 * L, 0.5)]["trials"]
+    assert not any(apart(interval(k[("yarn_ft", 4 * L, d)]), interval(k[("yarn", 4 * L, d)])) for d in (0.5, 1.0))
+
+
+def test_claim_below_pose_paper(k=KEYS):
+    assert interval(k[("yarn_ft", 4 * L, 0.0)])[1] < 0.9  # the PoSE paper's >= 90% (its Figure 2b)
+
+
+def test_claim_retrained_matches(v=named()):
+    assert float(v["again_gap"]) < 1e-4
+
+
+def test_a_changed_row_breaks_its_claims():
+    sinks = curves([{**r, "ppl": r["ppl"] * 1.05} if r["scaling"] == "sinks" and r["length"] > L else r
+                    for r in ppl_rows()])
+    keys = key_rows()
+    middle = cells([{**r, "hits": 5} if (r["length"], r["depth"]) == (L, 0.5) else r for r in keys])
+    lost = cells([{**r, "hits": 19} if r["run"] == "smollm2-yarn" and r["depth"] == 0 else r for r in keys])
+    for claim, rows in ((test_claim_no_ppl_evidence_past_L, sinks), (test_claim_sinks_match_methods, sinks),
+                        (test_claim_middle_only_at_L, middle), (test_claim_first_key_fine_tune, lost),
+                        (test_claim_below_pose_paper, lost)):
+        with pytest.raises(AssertionError):
+            claim(rows)
+
+
+def test_a_first_key_lies_more_than_length_minus_slack_back():
+    """In a passkey prompt of SmolLM2's tokenizer everything but the filler takes fewer than SLACK tokens, so a key at
+    depth 0 lies more than length - SLACK tokens before the question: at 2L, farther back than sinks read."""
+    run = ROOT / "runs" / "SmolLM2-135M-Instruct-Q4_1"
+    if not (run / "tokenizer").exists():
+        pytest.skip("SmolLM2 is not prepared here (make runs/SmolLM2-135M-Instruct-Q4_1/config.yaml)")
+    assert 0 < Prompts(load_tokenizer(run), seed=0, trials=20).fixed < SLACK

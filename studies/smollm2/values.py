@@ -1,0 +1,114 @@
+"""The named values and tables of studies/smollm2/README.md, from its rows, extend/ and passkey-fine-tune/."""
+import functools
+import json
+
+import yaml
+
+from eval.results.rows import previous_rows
+from studies.report import Study
+from studies.stats import wilson
+
+study = Study(__file__)
+# each curve as the page names it: the rows' scaling or context method (one run each), the table's name
+CURVES = {"yarn_ft": ("yarn (fine-tuned)", "YaRN fine-tune"), "pi_ft": ("linear (fine-tuned)", "PI fine-tune"),
+          "control": ("none (fine-tuned)", "control fine-tune"), "none": ("none", "no scaling"), "pi": ("linear", "PI"),
+          "ntk": ("ntk", "NTK"), "dynamic": ("dynamic", "dynamic NTK"), "yarn": ("yarn", "YaRN"),
+          "self_extend": ("self-extend", "Self-Extend"), "dca": ("dca", "DCA"), "rerope": ("rerope", "ReRoPE"),
+          "leaky": ("leaky-rerope", "Leaky ReRoPE"), "sinks": ("sinks", "attention sinks"), "logn": ("logn", "log-n")}
+STATIC = ("pi", "ntk", "yarn")  # at s = length / L = 1 plain RoPE: the none cell
+MODELS = {"none": ("none", "SmolLM2, no scaling"), "yarn": ("yarn", "SmolLM2, training-free YaRN"),
+          "yarn (fine-tuned)": ("yarn_ft", "YaRN fine-tune")}  # the passkey's: scaling: (value name, table name)
+DEPTHS = {0.0: "first", 0.5: "middle", 1.0: "last"}
+SLACK = 1_024  # more than a passkey prompt's tokens other than its filler (test_claims checks it with the tokenizer)
+
+
+def ppl_rows(name: str = "results.json") -> list[dict]:
+    return previous_rows(study.folder / name, "eval.extrapolation", "ppl")
+
+
+def key_rows() -> list[dict]:
+    return previous_rows(study.folder / "passkey.json", "eval.passkey", "depth")
+
+
+def curves(rows: list[dict]) -> dict[str, dict[int, float]]:
+    """{curve: {length: perplexity}} of the curves the rows hold."""
+    out = {k: {r["length"]: r["ppl"] for r in rows if r["scaling"] == scaling} for k, (scaling, _) in CURVES.items()}
+    for k in STATIC:
+        out[k].setdefault(min(out["none"]), out["none"][min(out["none"])])
+    return {k: v for k, v in out.items() if v}
+
+
+def rise(curve: dict[int, float], n: int) -> float:  # against its own perplexity at the shortest length
+    return curve[n] / curve[min(curve)] - 1
+
+
+def cells(rows: list[dict]) -> dict[tuple[str, int, float], dict]:  # {(model, length, depth): its passkey row}
+    return {(MODELS[r["scaling"]][0], r["length"], r["depth"]): r for r in rows}
+
+
+def interval(r: dict, field: str = "hits") -> tuple[float, float]:
+    return wilson(r[field], r["trials"])
+
+
+def ci(r: dict) -> str:
+    return "{:.0f}-{:.0f}%".format(*(100 * x for x in interval(r)))
+
+
+def key_cell(r: dict | None) -> str:
+    if r is None or r.get("same_as"):
+        return "-" if r is None else "= no scaling"
+    held = f"; {r['held']} held" if r.get("held") not in (None, r["hits"]) else ""
+    return f"{r['hits']}/{r['trials']} ({ci(r)}{held})"
+
+
+@study.table
+def same_tokens() -> str:
+    c, lengths = curves(ppl_rows()), sorted(curves(ppl_rows())["none"])
+    head = [f"{n:,}" for n in lengths] + [f"{n:,} against {lengths[0]:,}" for n in lengths[1:]]
+    lines = ["| model or method | " + " | ".join(head) + " |", "|---|" + "---:|" * len(head)]
+    for k, v in c.items():
+        values = [f"{v[n]:.2f}" for n in lengths] + [f"{100 * rise(v, n):+.1f}%" for n in lengths[1:]]
+        lines.append(f"| {CURVES[k][1]} | " + " | ".join(values) + " |")
+    return "\n".join(lines)
+
+
+@study.table
+def passkey() -> str:
+    c = cells(key_rows())
+    lengths = sorted({n for _, n, _ in c})
+    lines = ["| model | key | " + " | ".join(f"{n:,}" for n in lengths) + " |", "|---|---|" + "---:|" * len(lengths)]
+    for (who, name), (depth, where) in [(m, d) for m in MODELS.values() for d in DEPTHS.items()]:
+        lines.append(f"| {name} | {where} | " + " | ".join(key_cell(c.get((who, n, depth))) for n in lengths) + " |")
+    return "\n".join(lines)
+
+
+def extend(run: str) -> tuple[dict, list[dict]]:  # a fine-tune's config and training log
+    config = yaml.safe_load((study.folder / "extend" / f"{run}.yaml").read_text())
+    return config, [json.loads(line) for line in (study.folder / "extend" / f"{run}.jsonl").read_text().splitlines()]
+
+
+@functools.cache
+def named() -> dict[str, str]:
+    """Every named value on the page, from the rows."""
+    same, keys = curves(ppl_rows()), cells(key_rows())
+    L, config = min(same["none"]), extend("smollm2-yarn")[0]
+    t, sinks = config["train"], next(r["context"] for r in ppl_rows() if r["scaling"] == "sinks")
+    again = next(r["ppl"] for r in ppl_rows("passkey-fine-tune/results.json") if r["length"] == L)  # trained again
+    out = {"L": f"{L:,}", "two_L": f"{2 * L:,}", "four_L": f"{4 * L:,}", "steps": f"{t['max_steps']:,}",
+           "ft_tokens": f"{t['max_steps'] * t['seq_len'] * t['batch_size'] * t['grad_accum']:,}",
+           "ft_window": f"{t['seq_len']:,}", "ft_factor": f"{config['model']['position']['scaling']['factor']:g}",
+           "sinks": str(sinks["sinks"]), "sinks_window": f"{sinks['window']:,}",
+           "distance": f"{2 * L - SLACK:,}", "again_ppl": f"{again:.4f}", "tuned_ppl": f"{same['yarn_ft'][L]:.4f}",
+           "again_gap": f"{abs(again / same['yarn_ft'][L] - 1):.0e}"}
+    for k, v in same.items():
+        out |= {f"ppl_{k}_{n}": f"{v[n]:.2f}" for n in v} | {f"rise_{k}_{n}": f"{100 * rise(v, n):+.1f}%" for n in v}
+    for (who, n, depth), r in keys.items():
+        out |= {f"{x}_{who}_{n}_{DEPTHS[depth]}": y for x, y in (
+            ("keys", f"{r['hits']}/{r['trials']}"), ("ci", ci(r)), ("held", str(r.get("held"))))}
+    for k, run in (("yarn_ft", "smollm2-yarn"), ("pi_ft", "smollm2-pi")):
+        out[f"val_{k}"] = f"{[r['val_loss'] for r in extend(run)[1] if r.get('val_loss') is not None][-1]:.3f}"
+    return out
+
+
+for _name in named():
+    study.values[_name] = lambda name=_name: named()[name]

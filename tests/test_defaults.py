@@ -59,10 +59,10 @@ def test_naming_a_scaling_the_run_lacks_settings_for_is_one_line(models, tmp_pat
 
 @pytest.mark.parametrize("kind", ["rope", "alibi", "hf"])
 def test_probe_and_passkey_with_their_defaults(models, kind, tmp_path):
-    probe.main([models[kind], "--out", str(tmp_path / "probe")])
+    probe.main([models[kind], "--multiples", "1,2", "--out", str(tmp_path / "probe")])
     assert json.loads((tmp_path / "probe" / "probes.json").read_text())
     # the default multiples start at L = 64 tokens, too short for a passkey prompt: that length is left out
-    rows = passkey.main([models[kind], "--trials", "4", "--out", str(tmp_path / "passkey")])
+    rows = passkey.main([models[kind], "--trials", "2", "--out", str(tmp_path / "passkey")])
     assert rows and min(r["length"] for r in rows) > 64 and all(r["value"] is not None for r in rows)
 
 

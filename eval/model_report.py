@@ -35,7 +35,7 @@ DESCRIPTION = """\
 - Passkey (eval.passkey): the prompt of Mohtashami & Jaggi, as the PI and YaRN papers use it: filler sentences
   repeated, a 5-digit key stated at a depth of them (0: first, 1: last), asked for at the end; a trial is right when
   the key is in what the model generates greedily (the key's tokens and 4 more). Static scalings only,
-  s = max(1, length / L).
+  s = max(1, length / L); a fine-tune runs with its own scaling (its factor at every length).
 - Seconds: the wall-clock time of the cell's measurement on this machine's CPU, loading aside."""
 
 

@@ -51,9 +51,12 @@ def markdown(rows: list[dict]) -> str:
     token_text = (f"{tokens[0]:,}" if len(tokens) == 1 else f"{tokens[0]:,} to {tokens[-1]:,}") if tokens else "no"
     lines += ["", f"Perplexity (exp of the mean next-token loss) on the {split} split: {protocol} inside "
               f"documents, {token_text} scored tokens per cell (ALiBi paper protocol, arXiv 2108.12409). "
-              f"Each cell is the mean ± sample standard deviation over the seeds ({', '.join(map(str, seeds))}).",
+              f"Each cell is the mean ± sample standard deviation over its curve's seeds (the seeds column; one seed: "
+              f"the value alone); seeds in these rows: {', '.join(map(str, seeds))}.",
               "",
-              "- L: training length (for a fine-tuned run, the base run's); lengths above L are extrapolation.",
+              "- L: training length; for a run fine-tuned with a scaling, the scaling's original length (the base "
+              "run's); a control continued without one is listed at its own length. Lengths above L are "
+              "extrapolation.",
               "- s = length/L: a static method (linear = PI, ntk, yarn) with the factor matched to the window, so "
               "plain RoPE up to L. s = a number: the same method with that fixed factor at every length, 1x included.",
               "- s = T/L, cached: a dynamic method as it runs in generation: the first L tokens prefilled, the rest "

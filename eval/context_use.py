@@ -72,6 +72,7 @@ from eval.harness import (
     context_settings,
     evaluate,
     evaluator_parser,
+    parse_lengths,
     parse_multiples,
     parse_scalings,
     plan,
@@ -236,16 +237,6 @@ class Evaluator:
 # ----------------------------------------------------------------------------- command line
 
 
-def parse_contexts(text: str) -> list[int]:
-    try:
-        contexts = sorted({int(x) for x in text.split(",") if x.strip()})
-    except ValueError:
-        raise UserError(f"--contexts must be comma-separated integers, got {text!r}") from None
-    if not contexts or contexts[0] < 1:
-        raise UserError(f"--contexts must be positive integers (tokens of context before the targets), got {text!r}")
-    return contexts
-
-
 def run_contexts(run: Run, contexts: list[int] | None, multiples: list[float]) -> list[int]:
     """The c of a run: --contexts, or the multiples of its L (at least 1 token)."""
     return contexts if contexts is not None else sorted({max(1, round(k * run.train_length)) for k in multiples})
@@ -304,7 +295,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     def work(rows: list[dict], lock) -> None:
         context = parse_checked(args.context_method, "--context-method")
         methods = parse_scalings(scalings_option(args.scaling, context))
-        contexts = parse_contexts(args.contexts) if args.contexts is not None else None
+        contexts = parse_lengths(args.contexts, "--contexts") if args.contexts is not None else None
         multiples = parse_multiples(args.multiples)
         check_data_option(args.data)
         for option, value in (("--targets", args.targets), ("--spans-per-doc", args.spans_per_doc),

@@ -293,14 +293,43 @@ def check_data_option(data: str | None) -> None:
         raise UserError(f"--data takes a text source (shakespeare, a folder, file or glob ...), got {data!r}")
 
 
-def parse_lengths(text: str) -> list[int]:
+def parse_lengths(text: str, option: str = "--lengths") -> list[int]:
+    """Positive token counts, sorted and without repeats (--lengths, --contexts)."""
     try:
         lengths = sorted({int(x) for x in text.split(",") if x.strip()})
     except ValueError:
-        raise UserError(f"--lengths must be comma-separated integers, got {text!r}") from None
+        raise UserError(f"{option} must be comma-separated integers, got {text!r}") from None
     if not lengths or lengths[0] < 1:
-        raise UserError(f"--lengths must be positive integers, got {text!r}")
+        raise UserError(f"{option} must be positive integers, got {text!r}")
     return lengths
+
+
+def run_lengths(run: Run, lengths: str | None, multiples: str) -> list[int]:
+    """A run's prompt lengths: --lengths as given, else --multiples of its L."""
+    if lengths is not None:
+        return parse_lengths(lengths)
+    return sorted({round(m * run.train_length) for m in parse_multiples(multiples)})
+
+
+def parse_depths(text: str, of: str) -> list[float]:
+    """--depths: shares in [0, 1] of what a fact is placed in (`of`: the filler, the haystack)."""
+    try:
+        depths = sorted({float(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        depths = []
+    if not depths or not 0 <= depths[0] <= depths[-1] <= 1:
+        raise UserError(f"--depths must be shares of {of} in [0, 1], got {text!r}")
+    return depths
+
+
+def static_scalings(text: str | None, context: ContextConfig | None, default: str, tool: str) -> list[str]:
+    """--scaling of an evaluator that decodes greedily at one prompt length: static methods only."""
+    methods = parse_scalings(scalings_option(text, context, default))
+    dynamic = [m for m in methods if SCALINGS[m].dynamic]
+    if dynamic:
+        raise UserError(f"--scaling: {tool} takes static scalings; {', '.join(dynamic)} change with the length as "
+                        f"tokens are decoded (eval.extrapolation measures them)")
+    return methods
 
 
 def scalings_option(text: str | None, context: ContextConfig | None, default: str = ",".join(SCALINGS)) -> str:

@@ -42,12 +42,11 @@ from tqdm import tqdm
 from checkpoint import load_model, load_tokenizer
 from config import ContextConfig, UserError
 from device import autocast, autocast_dtype, pick_device
-from eval.harness import (CONTEXT_HELP, Run, check_applicable, context_settings, evaluate, evaluator_parser, parse_lengths,
-                          parse_multiples, parse_scalings, read_runs, scalings_option)
+from eval.harness import (CONTEXT_HELP, Run, check_applicable, context_settings, evaluate, evaluator_parser, parse_depths,
+                          read_runs, run_lengths, static_scalings)
 from eval.probe import key_words, model_variants
 from model.attention import KVCache
 from model.context import parse_checked
-from model.rope import SCALINGS
 from eval.results.passkey import RESULTS, markdown, row_key, write_report
 from eval.results.rows import previous_rows
 
@@ -356,17 +355,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
     def work(rows: list[dict], lock) -> None:
         context = parse_checked(args.context_method, "--context-method")
-        methods = parse_scalings(scalings_option(args.scaling, context, "none,yarn"))
-        dynamic = [m for m in methods if SCALINGS[m].dynamic]
-        if dynamic:
-            raise UserError(f"--scaling: eval.passkey takes static scalings; {', '.join(dynamic)} change with the "
-                            f"length as tokens are decoded (eval.extrapolation measures them)")
-        try:
-            depths = sorted({float(x) for x in args.depths.split(",") if x.strip()})
-        except ValueError:
-            depths = []
-        if not depths or not 0 <= depths[0] <= depths[-1] <= 1:
-            raise UserError(f"--depths must be shares of the filler in [0, 1], got {args.depths!r}")
+        methods = static_scalings(args.scaling, context, "none,yarn", "eval.passkey")
+        depths = parse_depths(args.depths, "the filler")
         if args.trials < 1:
             raise UserError(f"--trials must be >= 1, got {args.trials}")
         lock()
@@ -382,9 +372,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             rows.append(row)
             write_report(rows, args.out, tables=False)
         for run in tqdm(runs, unit="run", dynamic_ncols=True, disable=None):
-            lengths = (parse_lengths(args.lengths) if args.lengths is not None else
-                       sorted({round(m * run.train_length) for m in parse_multiples(args.multiples)}))
-            measure_run(run, methods, lengths, depths, args.seed, args.trials, device, previous, measured, log, context,
+            measure_run(run, methods, run_lengths(run, args.lengths, args.multiples), depths, args.seed, args.trials, device, previous, measured, log, context,
                         fitting_only=args.lengths is None)
         log.close({row_key(r) for r in rows})
 

@@ -44,15 +44,13 @@ from config import ContextConfig, UserError
 from data.tokens import TokenData
 from device import autocast, pick_device
 from eval.harness import (CONTEXT_HELP, DATA_HELP, Run, check_applicable, check_data_option, context_settings, evaluate,
-                          evaluator_parser, parse_lengths, parse_multiples, parse_scalings, read_runs, scalings_option,
-                          text_shards)
+                          evaluator_parser, parse_depths, read_runs, run_lengths, static_scalings, text_shards)
 from eval.passkey import FILLER, TrialLog, has_digits, model_identity
 from eval.probe import key_words, model_variants
 from eval.results.ruler import RESULTS, markdown, row_key, write_report
 from eval.results.rows import previous_rows
 from model.attention import KVCache
 from model.context import parse_checked
-from model.rope import SCALINGS
 
 OPENING = ("Some facts are hidden in the long text below. Read it all and remember them: a question about them "
            "follows the text.")
@@ -348,17 +346,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                             f"{', '.join(TASKS)}")
         check_data_option(args.data)
         context = parse_checked(args.context_method, "--context-method")
-        methods = parse_scalings(scalings_option(args.scaling, context, "none"))
-        dynamic = [m for m in methods if SCALINGS[m].dynamic]
-        if dynamic:
-            raise UserError(f"--scaling: eval.ruler takes static scalings; {', '.join(dynamic)} change with the "
-                            f"length as tokens are decoded")
-        try:
-            depths = sorted({float(x) for x in args.depths.split(",") if x.strip()})
-        except ValueError:
-            depths = []
-        if not depths or not 0 <= depths[0] <= depths[-1] <= 1:
-            raise UserError(f"--depths must be shares of the haystack in [0, 1], got {args.depths!r}")
+        methods = static_scalings(args.scaling, context, "none", "eval.ruler")
+        depths = parse_depths(args.depths, "the haystack")
         if args.trials < 1:
             raise UserError(f"--trials must be >= 1, got {args.trials}")
         lock()
@@ -374,9 +363,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             rows.append(row)
             write_report(rows, args.out, tables=False)
         for run in tqdm(runs, unit="run", dynamic_ncols=True, disable=None):
-            lengths = (parse_lengths(args.lengths) if args.lengths is not None else
-                       sorted({round(m * run.train_length) for m in parse_multiples(args.multiples)}))
-            measure_run(run, methods, tasks, lengths, depths, args.seed, args.trials, device, previous, measured, log,
+            measure_run(run, methods, tasks, run_lengths(run, args.lengths, args.multiples), depths, args.seed, args.trials, device, previous, measured, log,
                         context)
         log.close({row_key(r) for r in rows})
 

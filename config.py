@@ -185,6 +185,9 @@ class ScalingConfig:
     high_freq_factor: float | None = None  # llama3
     short_factor: list[float] | None = None  # longrope: one divisor per rotated pair, up to L
     long_factor: list[float] | None = None  # longrope: the same past L
+    # Which layers it acts on, any method: global (the full_attention layers of model.layer_types, as Gemma 3 extends
+    # its context: only its global layers' RoPE is rescaled) or all; None: global for a model with layer_types, else all
+    layers: str | None = None
 
     def to_dict(self) -> dict:
         """The keys that are set, as a user would write them."""
@@ -258,6 +261,8 @@ class PositionConfig:
     max_distance: int = 128  # t5: the distance from which every distance shares the last bucket
     # Applied at load time for evaluation and generation, or here in a context-extension fine-tune.
     scaling: ScalingConfig | None = None
+    # rope: the base of the sliding_attention layers of model.layer_types (Gemma 3's rope_local_base_freq); None: theta
+    local_theta: float | None = None
     # Which layers apply the encoding: comma-separated entries, each `type` or nope, repeated over the layers
     # ("rope,rope,rope,nope": every 4th layer without positions, Llama 4's iRoPE; "rope,nope": RNoPE, Yang et al.,
     # arXiv 2501.18795). None: every layer applies it. model.sliding_window, if set, applies to the layers that do.
@@ -276,6 +281,9 @@ class PositionConfig:
         return None if self.layer_pattern is None else [e.strip() for e in self.layer_pattern.split(",")]
 
 
+LAYER_TYPES = ("sliding_attention", "full_attention")  # model.layer_types' entries, transformers' names
+
+
 @dataclass
 class ModelConfig:
     vocab_size: int | None = None  # filled in from data.vocab_size by Config.resolve
@@ -283,6 +291,7 @@ class ModelConfig:
     n_layers: int = 4
     n_heads: int = 4
     n_kv_heads: int = 2
+    head_dim: int | None = None  # each head's width; None -> d_model / n_heads (Gemma 3's is its own)
     max_seq_len: int = 256
     ffn_hidden: int | None = None  # SwiGLU width; None -> 8/3 * d_model rounded up to a multiple of 64
     norm_eps: float = 1e-5
@@ -291,20 +300,29 @@ class ModelConfig:
     # Options a pretrained Llama-family checkpoint may need (hf/weights.py); the defaults are this repo's GPT.
     tie_embeddings: bool = True  # the output projection is the embedding matrix (False: Llama 3)
     qkv_bias: bool = False  # biases on the q, k and v projections (Qwen2)
-    scale_embeddings: bool = True  # token embeddings times sqrt(d_model) (Vaswani et al.; Llama: False)
+    scale_embeddings: bool = True  # token embeddings times sqrt(d_model) (Vaswani et al.; Llama: False; Gemma: True)
+    # Options a Gemma 3 checkpoint needs, each off by default. Its (1 + w) RMSNorm weights are folded at import.
+    qk_norm: bool = False  # an RMSNorm over each head's q and k, before RoPE
+    post_norms: bool = False  # an RMSNorm on the attention's and the MLP's outputs too, before each residual add
+    mlp_activation: Literal["silu", "gelu_tanh"] = "silu"  # SwiGLU, or GeGLU with tanh GELU (Gemma)
+    attention_scalar: float | None = None  # scores times attention_scalar^-0.5 (query_pre_attn_scalar); None: head_dim
+    # One entry per layer, sliding_attention or full_attention, as transformers names them (Gemma 3's local and global
+    # layers): model.sliding_window then applies to the sliding layers only, which rotate with their own base
+    # (model.position.local_theta); a RoPE scaling acts on the full layers unless its `layers` says all.
+    layer_types: list[str] | None = None
     # Sliding-window attention (Mistral; RNoPE-SWA, Yang et al., arXiv 2501.18795): a query at position i reads the
     # keys at positions i - sliding_window + 1 .. i, on every layer, or with model.position.layer_pattern on the
-    # layers that apply the encoding (its nope layers read every key). None: every key.
+    # layers that apply the encoding (its nope layers read every key), or with model.layer_types on the sliding
+    # layers. None: every key.
     sliding_window: int | None = None
     position: PositionConfig = field(default_factory=PositionConfig)
 
     def __post_init__(self):
         if self.ffn_hidden is None:
             self.ffn_hidden = 64 * -(-(8 * self.d_model // 3) // 64)
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+        self.head_dim_given = self.head_dim is not None  # not a field: validate's rule for d_model / n_heads
+        if self.head_dim is None:
+            self.head_dim = self.d_model // self.n_heads if self.n_heads else 0  # 0: validate names n_heads
 
     @property
     def positional_layers(self) -> list[bool]:
@@ -312,6 +330,14 @@ class ModelConfig:
         the layers)."""
         entries = self.position.pattern() or [self.position.type]
         return [entries[i % len(entries)] != "nope" or self.position.type == "nope" for i in range(self.n_layers)]
+
+    @property
+    def layer_kinds(self) -> list[str]:
+        """Each layer's kind, which says the encoding and the window it reads (GPT.forward): sliding (a
+        sliding_attention entry of layer_types), nope (a nope entry of layer_pattern) or positional (the rest)."""
+        types = self.layer_types or ["full_attention"] * self.n_layers
+        return ["nope" if not on else "sliding" if kind == "sliding_attention" else "positional"
+                for on, kind in zip(self.positional_layers, types)]
 
     @property
     def nope_layers(self) -> list[bool]:
@@ -322,13 +348,16 @@ class ModelConfig:
         """Shapes and ranges; the encoding and scaling names are checked by model/ (positions.check)."""
         if self.vocab_size is not None:
             positive(self.vocab_size, "model.vocab_size")
-        for key in ("d_model", "n_layers", "n_heads", "n_kv_heads", "max_seq_len", "ffn_hidden", "norm_eps",
-                    "init_std"):
+        for key in ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "max_seq_len", "ffn_hidden",
+                    "norm_eps", "init_std"):
             positive(getattr(self, key), f"model.{key}")
         check(0 <= self.dropout < 1, "model.dropout", "in [0, 1)", self.dropout)
         check(math.isfinite(self.init_std), "model.init_std", "finite", self.init_std)
         positive(self.position.theta, "model.position.theta")
-        if self.d_model % self.n_heads:
+        if self.attention_scalar is not None:
+            check(0 < self.attention_scalar < math.inf, "model.attention_scalar", "a finite number > 0 or null",
+                  self.attention_scalar)
+        if self.d_model % self.n_heads and not self.head_dim_given:
             raise UserError(f"model.d_model ({self.d_model}) must be divisible by model.n_heads ({self.n_heads})")
         if self.n_heads % self.n_kv_heads:
             raise UserError(f"model.n_heads ({self.n_heads}) must be a multiple of model.n_kv_heads ({self.n_kv_heads})")
@@ -340,7 +369,7 @@ class ModelConfig:
               f"above buckets / 2 = {p.buckets // 2} (the exact buckets)", p.max_distance)
         defaults = PositionConfig()
         for key, owner in (("scaling", "rope"), ("rotary_fraction", "rope"), ("kept_frequencies", "rope"),
-                           ("buckets", "t5"), ("max_distance", "t5")):
+                           ("local_theta", "rope"), ("buckets", "t5"), ("max_distance", "t5")):
             if getattr(p, key) != getattr(defaults, key) and p.type != owner:
                 raise UserError(f"model.position.{key} applies to {owner} only, not {p.type!r}")
         check(self.sliding_window is None or self.sliding_window >= 1, "model.sliding_window", ">= 1 or null",
@@ -356,6 +385,7 @@ class ModelConfig:
                                 f"{p.type},{p.type},{p.type},nope)")
             check(len(p.pattern()) <= self.n_layers, "model.position.layer_pattern",
                   f"at most model.n_layers = {self.n_layers} entries", p.layer_pattern)
+        self.validate_layer_types()
         check(0 < p.floor_scale < math.inf, "model.position.floor_scale", "a finite number > 0", p.floor_scale)
         check(0 <= p.attn_scale < math.inf, "model.position.attn_scale", "a finite number >= 0", p.attn_scale)
         for key in ("floor_scale", "attn_scale"):
@@ -364,6 +394,29 @@ class ModelConfig:
         if p.nope_temperature and not any(self.nope_layers):
             raise UserError(f"model.position.nope_temperature scales the queries of layers without positions, and "
                             f"this {p.type} model has none (add nope entries to model.position.layer_pattern)")
+
+    def validate_layer_types(self) -> None:
+        """layer_types: one known entry per layer, not beside layer_pattern, a window for its sliding layers; and
+        model.position.local_theta only with them."""
+        p, types = self.position, self.layer_types
+        if p.local_theta is not None:
+            positive(p.local_theta, "model.position.local_theta")
+            if types is None:
+                raise UserError("model.position.local_theta is the base of the sliding layers of model.layer_types, "
+                                "which is unset")
+        if types is None:
+            return
+        if p.layer_pattern is not None:
+            raise UserError("model.layer_types and model.position.layer_pattern both say what each layer is; give one")
+        check(len(types) == self.n_layers, "model.layer_types", f"one entry per layer ({self.n_layers} entries)",
+              len(types))
+        bad = [t for t in types if t not in LAYER_TYPES]
+        if bad:
+            raise UserError(f"model.layer_types: {bad[0]!r} is not a layer type; each entry is "
+                            f"{' or '.join(LAYER_TYPES)}")
+        if "sliding_attention" in types and self.sliding_window is None:
+            raise UserError("model.layer_types lists sliding_attention layers, which need model.sliding_window (the "
+                            "keys each query reads)")
 
 
 @dataclass

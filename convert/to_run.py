@@ -1,5 +1,5 @@
-"""Convert a pretrained transformers checkpoint of the Llama family into a run directory of this project, the
-reverse of the export: afterwards every tool that takes a run directory runs it natively, without transformers.
+"""Convert a pretrained transformers checkpoint of the Llama family or Gemma 3 into a run directory of this project,
+the reverse of the export: afterwards every tool that takes a run directory runs it natively, without transformers.
 
     python -m convert.to_run hf:.cache/smollm2/SmolLM2-135M-Instruct-Q4_1 runs/smollm2
     python -m convert.to_run hf:model.Q4_1.gguf runs/model      # a .gguf file, dequantized on the way

@@ -62,7 +62,6 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from tqdm import tqdm
 
 from config import UserError
@@ -82,7 +81,7 @@ from eval.harness import (
     context_settings,
     evaluate,
     evaluator_parser,
-    logits_in_parts,
+    losses_in_parts,
     measurement_key,
     parse_factors,
     parse_lengths,
@@ -106,16 +105,9 @@ N_BUCKETS = 8  # position buckets of loss_by_position
 
 
 def window_losses(model, x: torch.Tensor, y: torch.Tensor, decode_from: int | None, chunk: int) -> torch.Tensor:
-    """Next-token losses (B, n) of windows x -> y (B, n each), computed as `logits_in_parts` runs them."""
-    return torch.cat([next_token_losses(logits, y[:, a:b])
-                      for a, b, logits in logits_in_parts(model, x, decode_from, chunk)], dim=1)
-
-
-def next_token_losses(logits: torch.Tensor, targets: torch.Tensor, part: int = 4096) -> torch.Tensor:
-    """Cross-entropy (B, T) of logits (B, T, V), `part` positions at a time: a whole float copy and log-softmax
-    of a 32k-token window's logits over a pretrained model's vocabulary would be gigabytes more."""
-    return torch.cat([F.cross_entropy(logits[:, i:i + part].float().transpose(1, 2), targets[:, i:i + part],
-                                      reduction="none") for i in range(0, logits.shape[1], part)], dim=1)
+    """Next-token losses (B, n) of windows x -> y (B, n each), in the parts `in_parts` runs, from the model's final
+    hidden states a chunk of tokens at a time (harness.losses_in_parts: no (B, n, V) logits)."""
+    return losses_in_parts(model, x, y, decode_from, chunk)
 
 
 def token_losses(model, data: TokenData, windows, length: int, batch_size: int, device,

@@ -236,10 +236,28 @@ def plan_scalings(run: Run, methods: list[str], lengths: list[int], fixed_factor
 
 @torch.inference_mode()
 def logits_in_parts(model, x: torch.Tensor, decode_from: int | None, chunk: int, positions: torch.Tensor | None = None):
-    """Yield (a, b, logits of x[:, a:b]) over inputs x (B, n): one forward pass, or, with `decode_from`,
-    a prefill of that many tokens and then decoding through the KV cache `chunk` tokens at a time, as
-    generation runs one at a time (a dynamic scaling gives each token the frequencies of its own length).
-    `positions` (B, n), in one forward pass only: each sequence's own (default 0, 1, ...)."""
+    """Yield (a, b, logits of x[:, a:b]) over the parts of inputs x (B, n) that `in_parts` runs."""
+    def logits(a, b, cache):
+        return model(x[:, a:b], cache=cache, positions=positions)[0]  # (B, b - a, V)
+    yield from in_parts(model, x, decode_from, chunk, positions, logits)
+
+
+@torch.inference_mode()
+def losses_in_parts(model, x: torch.Tensor, y: torch.Tensor, decode_from: int | None, chunk: int,
+                    positions: torch.Tensor | None = None) -> torch.Tensor:
+    """Next-token losses (B, n) of inputs x against targets y (B, n each) over the parts `in_parts` runs, each from
+    model.token_losses: the output projection a chunk of tokens at a time (model/loss.py), never a part's (B, n, V)
+    logits (34 GB in float32 for 32k tokens of Gemma 3's vocabulary)."""
+    def losses(a, b, cache):
+        return model.token_losses(x[:, a:b], y[:, a:b], positions=positions, cache=cache)  # (B, b - a)
+    return torch.cat([out for _, _, out in in_parts(model, x, decode_from, chunk, positions, losses)], dim=1)
+
+
+def in_parts(model, x: torch.Tensor, decode_from: int | None, chunk: int, positions: torch.Tensor | None, step):
+    """Yield (a, b, step(a, b, cache)), step running the model on x[:, a:b] of inputs x (B, n) under autocast: one
+    forward pass, or, with `decode_from`, a prefill of that many tokens and then decoding through the KV cache `chunk`
+    tokens at a time, as generation runs one at a time (a dynamic scaling gives each token the frequencies of its own
+    length). `positions` (B, n), in one forward pass only: each sequence's own (default 0, 1, ...)."""
     if positions is not None and decode_from is not None:
         raise ValueError("positions are given to one forward pass, not to decoding through the cache")
     cache = None if decode_from is None else KVCache(model.cfg.n_layers)
@@ -249,9 +267,9 @@ def logits_in_parts(model, x: torch.Tensor, decode_from: int | None, chunk: int,
               disable=True if len(edges) <= 64 else None) as bar:  # closed too when a caller stops early
         for a, b in zip(edges, edges[1:]):
             with autocast(x.device):
-                logits, _ = model(x[:, a:b], cache=cache, positions=positions)  # (B, b - a, V)
+                out = step(a, b, cache)
             bar.update(b - a)
-            yield a, b, logits
+            yield a, b, out
 
 
 class Models:

@@ -53,7 +53,7 @@ def attention_weights(model: GPT, x: torch.Tensor) -> tuple[torch.Tensor, list[t
         h, ctx, pe = inputs[:3]
         q, k, _ = attn.project(h)
         q, k = pe.rotate(q, k, ctx)
-        scale = attn.head_dim ** -0.5
+        scale = (attn.attention_scalar or attn.head_dim) ** -0.5
         if ctx.bias is None:
             q, k = pe.fold(q, k, ctx, scale)  # ALiBi: its bias as one more dimension of q and k
         scores = q.float() @ k.float().repeat_interleave(attn.n_heads // attn.n_kv_heads, 1).transpose(-1, -2)
@@ -61,7 +61,7 @@ def attention_weights(model: GPT, x: torch.Tensor) -> tuple[torch.Tensor, list[t
         if ctx.bias is not None:  # -inf on future keys already
             scores = scores + ctx.bias
         else:
-            scores = scores.masked_fill(~causal_mask(ctx.q_pos, ctx.k_pos), float("-inf"))
+            scores = scores.masked_fill(~causal_mask(ctx.q_pos, ctx.k_pos, ctx.window), float("-inf"))
         weights.append(scores.softmax(-1))
 
     hooks = [block.attn.register_forward_pre_hook(look) for block in model.blocks]

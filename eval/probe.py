@@ -35,7 +35,6 @@ import statistics
 import time
 
 import torch
-import torch.nn.functional as F
 from tqdm import tqdm
 
 from checkpoint import FromRun, load_model, load_tokenizer
@@ -69,21 +68,28 @@ class NoPasskey(ValueError):
     tokenizer that holds fewer than two candidate key words as single tokens."""
 
 
-def forward_in_batches(model, sequences: torch.Tensor, device, last_only: bool = False):
-    """Yield (x, logits) over batches of token sequences (N, T) that bound memory; logits predict x[:, 1:]
-    (with `last_only`, only the last of them)."""
+def batches(sequences: torch.Tensor, device):
+    """Batches of token sequences (N, T) on `device` that bound memory."""
     batch = max(1, TOKENS_PER_FORWARD // sequences.shape[1])
-    for i in range(0, len(sequences), batch):
-        x = sequences[i:i + batch].to(device)
+    return (sequences[i:i + batch].to(device) for i in range(0, len(sequences), batch))
+
+
+def forward_in_batches(model, sequences: torch.Tensor, device, last_only: bool = False):
+    """Yield (x, logits) over batches of token sequences (N, T); logits predict x[:, 1:] (with `last_only`, only the
+    last of them)."""
+    for x in batches(sequences, device):
         with torch.inference_mode(), autocast(device):
             logits, _ = model(x[:, :-1], last_only=last_only)  # (B, T-1 or 1, V)
         yield x, logits
 
 
 def losses(model, sequences: torch.Tensor, device) -> torch.Tensor:
-    """Next-token losses (N, T-1) of token sequences (N, T)."""
-    return torch.cat([F.cross_entropy(logits.float().transpose(1, 2), x[:, 1:], reduction="none").cpu()
-                      for x, logits in forward_in_batches(model, sequences, device)])
+    """Next-token losses (N, T-1) of token sequences (N, T), from model.token_losses (no (B, T, V) logits)."""
+    out = []
+    for x in batches(sequences, device):
+        with torch.inference_mode(), autocast(device):
+            out.append(model.token_losses(x[:, :-1], x[:, 1:]).cpu())
+    return torch.cat(out)
 
 
 def key_ranks(model, sequences: torch.Tensor, keys: list[int], candidates: list[int], device) -> list[float]:

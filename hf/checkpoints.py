@@ -10,11 +10,12 @@ so that evaluators and generate.py get what a run gives them:
     heads, L = max_position_embeddings, the RoPE base and the checkpoint's own scaling) and no data section,
     since it was trained elsewhere;
   - `HFModel`: the transformers model behind GPT's call, `model(idx, cache=KVCache, last_only=...)` ->
-    (logits, None), in float32 on the CPU and bfloat16 on CUDA;
+    (logits, None), and GPT's `token_losses` (no (tokens x vocab) logits), in float32 on the CPU and bfloat16 on CUDA;
   - `load_tokenizer`: data.PretrainedTokenizer over the checkpoint's own tokenizer.
 
 A Llama-family checkpoint can instead be converted into a run directory (hf/weights.py, python -m
-convert.to_run) and then runs natively, without transformers; this path stays for every other architecture.
+convert.to_run) and then runs natively, without transformers; this path stays for every other architecture. A Gemma 3
+checkpoint, whose RoPE differs per layer type (hf/rope.py), is refused here and converted instead.
 
 A RoPE scaling goes through the config's rope parameters (hf/rope.py, the mapping convert/to_hf.py
 writes too): linear, dynamic, yarn and llama3 as transformers' rope types, ntk as plain RoPE with the
@@ -51,12 +52,16 @@ from safetensors import SafetensorError
 from config import ContextConfig, ModelConfig, PositionConfig, ScalingConfig, UserError, to_dict
 from data.tokenizer import PretrainedTokenizer
 from model.attention import SCORES, merged_attention
+from model.loss import chunk_tokens, token_losses
 from model.context import ContextMethod, build_context
 from model.positions import hiding_mask
 from model.rope import is_dynamic
 from hf.rope import TAKES, own_scaling, rope_parameters, rope_settings
 
 PREFIX = "hf:"
+# what a causal LM's forward does to its lm_head's output besides the final soft-capping HFModel.head applies: Cohere
+# multiplies by logit_scale, Granite divides by logits_scaling
+OTHER_LOGIT_SCALES = ("logit_scale", "logits_scaling")
 INSTALL = "pip install -e '.[hf]'"
 # what transformers raises for a checkpoint it cannot read: a weights file cut short (SafetensorError), a
 # pytorch_model.bin holding objects torch's weights_only loader refuses (UnpicklingError: nothing is executed)
@@ -125,9 +130,10 @@ def base_config(path: str):
         raise failed(source, "config", e) from None
 
 
-def model_section(config, name: str) -> ModelConfig:
-    """The checkpoint's shape and positions as this repo's ModelConfig (what evaluators plan with)."""
-    params = rope_parameters(config)
+def model_section(config, name: str, params: dict | None = None) -> ModelConfig:
+    """The checkpoint's shape and positions as this repo's ModelConfig (what evaluators plan with); `params`: the RoPE
+    parameters of the layers model.position describes (None: the config's one set, rope_parameters)."""
+    params = rope_parameters(config) if params is None else params
     if not params.get("rope_theta"):
         raise UserError(f"{name} ({config.model_type}) has no rotary positions; hf: takes RoPE checkpoints "
                         f"(Llama, Mistral, Qwen, SmolLM ...)")
@@ -212,8 +218,6 @@ class HFModel(nn.Module):
         self.position = Positions(scaling, dynamic=is_dynamic(scaling))
         self.context_method: ContextMethod | None = None  # use_context_method
         self.caches = weakref.WeakKeyDictionary()
-        # transformers 5.24 names its cache argument `cache`; earlier versions `past_key_values`
-        self.cache_argument = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
     def use_context_method(self, context: ContextConfig | None, length: int) -> None:
         """Attend through `context_attention` with the method, its defaults from the context `length` the
@@ -245,6 +249,32 @@ class HFModel(nn.Module):
                 module.max_seq_len_cached = module.original_max_seq_len
 
     def forward(self, idx, targets=None, positions=None, cache=None, last_only=False):
+        out = self.run(self.hf, idx, positions, cache, logits_to_keep=1 if last_only else 0)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(out.logits.float().flatten(0, 1), targets.flatten(), ignore_index=-1)
+        return out.logits, loss
+
+    def token_losses(self, idx, targets, positions=None, cache=None) -> torch.Tensor:
+        """Next-token losses (B, T) in float32, as GPT.token_losses: the base model's final hidden states, then its
+        lm_head (and the final logit soft-capping Gemma 2 and 3 apply in their forward) a chunk of tokens at a time
+        (model/loss.py), never the (B, T, V) logits. A model whose forward scales its logits in another way
+        (OTHER_LOGIT_SCALES) has its logits made whole by its forward, as `model(...)` does, and scored in chunks."""
+        chunk = chunk_tokens(self.cfg.vocab_size)
+        if any(getattr(self.hf.config, name, None) is not None for name in OTHER_LOGIT_SCALES):
+            return token_losses(lambda logits: logits, self(idx, positions=positions, cache=cache)[0], targets, chunk)
+        hidden = self.run(self.hf.base_model, idx, positions, cache).last_hidden_state  # (B, T, C), after the norm
+        return token_losses(self.head, hidden, targets, chunk)
+
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The logits of final hidden states, as the causal LM's forward makes them from its base model's output."""
+        logits = self.hf.get_output_embeddings()(hidden)
+        cap = getattr(self.hf.config, "final_logit_softcapping", None)
+        return logits if cap is None else torch.tanh(logits / cap) * cap
+
+    def run(self, module, idx, positions, cache, **kwargs):
+        """`module` (the causal LM, or its base model for the hidden states) on idx, through the transformers cache
+        that stands for `cache`."""
         if positions is not None:
             raise ValueError("a transformers model takes positions 0, 1, ... (no per-sequence positions)")
         past = None if cache is None else self.caches.get(cache)
@@ -257,14 +287,15 @@ class HFModel(nn.Module):
                 past = self.caches[cache] = transformers().DynamicCache(config=self.hf.config)
         if past is not None and past.get_seq_length() > cache.length:
             past.crop(cache.length - past.get_seq_length())  # KVCache.rewind (negative: tokens to drop)
-        out = self.hf(input_ids=idx, use_cache=cache is not None, logits_to_keep=1 if last_only else 0,
-                      **{self.cache_argument: past})
+        out = module(input_ids=idx, use_cache=cache is not None, **{cache_argument(module): past}, **kwargs)
         if past is not None:
             cache.length = cache.next_position = past.get_seq_length()
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(out.logits.float().flatten(0, 1), targets.flatten(), ignore_index=-1)
-        return out.logits, loss
+        return out
+
+
+def cache_argument(module) -> str:
+    """The name of a transformers model's cache argument: `cache` in transformers 5.24, `past_key_values` before."""
+    return "cache" if "cache" in inspect.signature(module.forward).parameters else "past_key_values"
 
 
 # ----------------------------------------------------------------------------- context methods

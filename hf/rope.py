@@ -1,6 +1,8 @@
 """RoPE parameters between transformers' config (rope_parameters in version 5, rope_scaling and rope_theta in 4.x)
 and this repo's `ScalingConfig`, both ways: what a checkpoint's config says (`rope_parameters`, `own_scaling`) and
 what a scaled model's config must say (`rope_settings`). The hf: loader, the converter and the export all use it.
+A config with a RoPE per layer type (Gemma 3: its sliding_attention and full_attention layers) is read by
+`layer_rope_parameters`, for the converter; the hf: loader, which rewrites one set of parameters, refuses it.
 """
 from __future__ import annotations
 
@@ -48,15 +50,51 @@ def rope_settings(theta: float, d: int, max_seq_len: int, scaling: ScalingConfig
     return params, legacy, original
 
 
+def layer_rope_settings(theta: float, local_theta: float, d: int, max_seq_len: int, scaling: ScalingConfig | None,
+                        layers: str) -> tuple[dict, int]:
+    """(rope_parameters per layer type, max_position_embeddings) of a model with layer types (Gemma 3): the full layers'
+    RoPE of base `theta` under `scaling`, the sliding layers' of base `local_theta`, scaled alike where `layers` is
+    all, as rope_settings writes one."""
+    full, _, max_positions = rope_settings(theta, d, max_seq_len, scaling)
+    local, _, _ = rope_settings(local_theta, d, max_seq_len, scaling if layers == "all" else None)
+    return {"full_attention": full, "sliding_attention": local}, max_positions
+
+
 def rope_parameters(config) -> dict:
-    """The config's RoPE parameters as transformers 5 names them (rope_type, rope_theta, factor ...)."""
+    """The config's RoPE parameters as transformers 5 names them (rope_type, rope_theta, factor ...), for a config
+    with one set for every layer."""
+    if per_layer_type(config):
+        raise UserError(f"{config.model_type} has a RoPE per layer type, which hf: does not evaluate through "
+                        f"transformers; convert it into a run directory: python -m convert.to_run hf:PATH RUN_DIR")
     params = getattr(config, "rope_parameters", None)
     if params is None:  # transformers 4.x
         params = {**(getattr(config, "rope_scaling", None) or {}), "rope_theta": getattr(config, "rope_theta", None)}
         params.setdefault("rope_type", params.get("type", "default"))
-    if any(isinstance(v, dict) for v in params.values()):
-        raise UserError("a checkpoint with a RoPE per layer type is not supported")
     return dict(params)
+
+
+def per_layer_type(config) -> bool:
+    """Whether the config gives a RoPE per layer type (transformers 5: nested rope_parameters; 4.x: Gemma 3's
+    rope_local_base_freq)."""
+    params = getattr(config, "rope_parameters", None)
+    if params is None:
+        return getattr(config, "rope_local_base_freq", None) is not None
+    return any(isinstance(v, dict) for v in params.values())
+
+
+def layer_rope_parameters(config) -> dict[str, dict]:
+    """{layer type: its RoPE parameters} of a config with a RoPE per layer type (Gemma 3's full_attention and
+    sliding_attention): transformers 5's nested rope_parameters, or 4.x's rope_theta and rope_scaling (the full layers')
+    and rope_local_base_freq (the sliding layers', unscaled)."""
+    params = getattr(config, "rope_parameters", None)
+    if params is None:  # transformers 4.x
+        full = {**(getattr(config, "rope_scaling", None) or {}), "rope_theta": getattr(config, "rope_theta", None)}
+        full.setdefault("rope_type", full.get("type", "default"))
+        local = {"rope_type": "default", "rope_theta": getattr(config, "rope_local_base_freq", None)}
+        return {"full_attention": full, "sliding_attention": local}
+    if not any(isinstance(v, dict) for v in params.values()):  # one set for every layer type
+        return {kind: dict(params) for kind in set(getattr(config, "layer_types", None) or ["full_attention"])}
+    return {kind: dict(value) for kind, value in params.items() if isinstance(value, dict)}
 
 
 def own_scaling(params: dict, L: int, name: str) -> ScalingConfig | None:

@@ -9,6 +9,9 @@ Backends, chosen per call, all computing softmax(q k^T * scale + bias + causal m
     `PositionalEncoding.fold`) and `is_causal` (flash / memory-efficient kernels) when queries and
     keys are the same tokens, else a boolean causal mask from their positions (chunked prefill,
     decoding, the slots of a static KV cache), on the CPU a block of queries at a time for long chunks;
+  - a sliding window on scores without a bias (RoPE, NoPE: `ctx.window`), `windowed_attention`: SDPA over blocks of
+    queries, each reading only the keys inside its window, O(T x window) where a (T, S) mask costs T x S (with
+    FlexAttention and positions that are indices, its block mask skips the blocks past the window instead);
   - under a context method that shows RoPE's far pairs another distance (model/context.py), `merged_attention`:
     the scores of q and k rotated at their own positions and of q and k rotated at the method's, one picked per
     pair before one softmax (a score bias under a context method is a float mask, as for the learned biases).
@@ -234,9 +237,12 @@ def flex_attention(q, k, v, ctx: PositionContext, scale: float):
                 enable_gqa=k.shape[1] != q.shape[1], kernel_options=options)
 
 
-def causal_mask(q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
-    """True where a query may see a key: (T, S), or (B, 1, T, S) for per-sequence positions."""
+def causal_mask(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int | None = None) -> torch.Tensor:
+    """True where a query may see a key: (T, S), or (B, 1, T, S) for per-sequence positions; with a sliding
+    `window`, only the keys less than `window` positions back."""
     mask = k_pos[..., None, :] <= q_pos[..., :, None]
+    if window is not None:
+        mask &= k_pos[..., None, :] > q_pos[..., :, None] - window
     return mask if mask.dim() == 2 else mask[:, None]
 
 
@@ -260,6 +266,41 @@ def attention_in_query_blocks(q, k, v, q_pos: torch.Tensor, k_pos: torch.Tensor,
                                                   attn_mask=causal_mask(block, k_pos[..., :n]), scale=scale,
                                                   enable_gqa=gqa))
     return torch.cat(out, dim=-2)
+
+
+def window_blocks(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int, consecutive: bool | None
+                  ) -> list[tuple[int, int, int, int]]:
+    """(first query, end of the queries, first key, end of the keys) of each block of queries that windowed_attention
+    runs: a block reads the keys from its earliest query's position - window + 1 to its latest query's position. By
+    index where queries and keys are the same consecutive positions (`consecutive`, as GPT.place knows it: nothing
+    read back), else found in k_pos with one read-back for every block (between the first and the last key index
+    whose position is in the range, so positions need not be sorted). Blocks of window / 2 queries (64 to
+    QUERY_BLOCK) read at most 1.5 x window keys each, from window 128 up."""
+    T, S = q_pos.shape[-1], k_pos.shape[-1]
+    rows = min(QUERY_BLOCK, max(64, window // 2))
+    starts = range(0, T, rows)
+    if consecutive:  # query t is key t + S - T
+        return [(a, min(a + rows, T), max(0, a + S - T - window + 1), min(a + rows, T) + S - T) for a in starts]
+    first = torch.stack([q_pos[..., a:a + rows].amin(-1) for a in starts], -1) - window + 1  # (n,) or (B, n)
+    last = torch.stack([q_pos[..., a:a + rows].amax(-1) for a in starts], -1)
+    key = k_pos[..., None, :]  # (1, S) or (B, 1, S)
+    read = ((key >= first[..., None]) & (key <= last[..., None])).reshape(-1, len(starts), S).any(0)  # (n, S)
+    index = torch.arange(S, device=k_pos.device)
+    spans = torch.stack([torch.where(read, index, S).amin(-1), torch.where(read, index, -1).amax(-1) + 1], -1)
+    return [(a, min(a + rows, T), start, end) for a, (start, end) in zip(starts, spans.tolist())]
+
+
+def windowed_attention(q, k, v, ctx: PositionContext, scale: float, gqa: bool, dropout: float = 0.0) -> torch.Tensor:
+    """Causal attention over a sliding window of ctx.window positions at O(T x window) cost: each block of queries
+    (ctx.window_blocks) reads only its span of keys, masked at the causal and the window edges inside it, where SDPA
+    with the (T, S) mask would score every pair. The same numbers: the keys a block leaves out are hidden from all
+    its queries. A decoding step reads the last `window` keys of the cache, a slice."""
+    out = []
+    for a, b, start, end in ctx.window_blocks:
+        mask = causal_mask(ctx.q_pos[..., a:b], ctx.k_pos[..., start:end], ctx.window)
+        out.append(F.scaled_dot_product_attention(q[..., a:b, :], k[..., start:end, :], v[..., start:end, :],
+                                                  attn_mask=mask, dropout_p=dropout, scale=scale, enable_gqa=gqa))
+    return out[0] if len(out) == 1 else torch.cat(out, dim=-2)
 
 
 def per_query_attention(q, k, v, ctx: PositionContext, scale: float, rotate):
@@ -330,6 +371,7 @@ class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig, layer: int):
         super().__init__()
         self.layer, self.n_heads, self.n_kv_heads, self.head_dim = layer, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        self.attention_scalar = cfg.attention_scalar  # None: scores scaled by head_dim ** -0.5
         # q/k/v biases are an option for pretrained checkpoints that have them (Qwen2)
         self.q_proj = nn.Linear(cfg.d_model, cfg.n_heads * cfg.head_dim, bias=cfg.qkv_bias)
         self.k_proj = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=cfg.qkv_bias)
@@ -361,7 +403,7 @@ class Attention(nn.Module):
         T, S, hs = q.shape[-2], k.shape[-2], v.shape[-1]
         gqa = self.n_kv_heads != self.n_heads
         dropout = self.dropout if self.training else 0.0
-        scale = self.head_dim ** -0.5
+        scale = (self.attention_scalar or self.head_dim) ** -0.5  # attention_scalar: Gemma's query_pre_attn_scalar
         if ctx.q_scale is not None:  # log-n, Llama 4's temperature: each query row times its factor, before any bias
             factor = ctx.q_scale.to(q.dtype)[..., None, :, None]  # (1, T, 1), or (B, 1, T, 1): per-sequence positions
             q, far = q * factor, None if far is None else (far[0] * factor, far[1])
@@ -376,6 +418,8 @@ class Attention(nn.Module):
             bias = ctx.bias if ctx.bias.dim() == 4 else ctx.bias[None]
             return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=dropout,
                                                   scale=scale, enable_gqa=gqa)
+        if ctx.window is not None:  # a sliding window on scores without a bias (GPT.shared_context)
+            return windowed_attention(q, k, v, ctx, scale, gqa, dropout)
         dtype = q.dtype
         q, k = pe.fold(q, k, ctx, scale)  # ALiBi: its bias as one more dimension of q and k
         if k.shape[-1] != hs:

@@ -1,11 +1,16 @@
 """A MiniMind-style decoder-only transformer: pre-norm RMSNorm, grouped-query attention,
 SwiGLU MLP, tied embeddings, no biases, and a pluggable positional encoding. Three options let it hold a
 pretrained Llama-family checkpoint (hf/weights.py): untied embeddings (Llama 3), q/k/v biases (Qwen2)
-and unscaled input embeddings (every Llama). Two shape which keys a layer reads and how: a layer pattern
-(model.position.layer_pattern: some layers without positions, as RNoPE and Llama 4's iRoPE) and a sliding window
-(model.sliding_window) on the layers that apply the encoding; each layer takes one of two contexts built per forward."""
+and unscaled input embeddings (every Llama). Gemma 3 adds its own: a head width of its own (head_dim), an RMSNorm on
+each head's q and k (qk_norm), norms on the attention's and the MLP's outputs (post_norms), GeGLU (mlp_activation)
+and a score scale of its own (attention_scalar). Three shape which keys a layer reads and how: a layer pattern
+(model.position.layer_pattern: some layers without positions, as RNoPE and Llama 4's iRoPE), a sliding window
+(model.sliding_window) on the layers that apply the encoding, and layer types (model.layer_types: Gemma 3's sliding
+layers, with the window and a RoPE of their own, beside its full ones). Each layer is of one kind (Block.kind), and
+each kind's context is built once per forward."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -14,9 +19,10 @@ import torch.nn.functional as F
 
 from config import ContextConfig, ModelConfig, TrainConfig
 
-from .attention import Attention, KVCache, causal_block_mask
+from .attention import Attention, KVCache, causal_block_mask, window_blocks
 from .context import build_context
-from .positions import NoPE, PositionalEncoding, PositionError, build_position, table_score_mod
+from .loss import chunk_tokens, in_chunks, mean_loss, token_losses
+from .positions import NoPE, PositionalEncoding, PositionError, build_position, scaled_layers, table_score_mod
 
 
 class RMSNorm(nn.Module):
@@ -29,48 +35,96 @@ class RMSNorm(nn.Module):
         return F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps).type_as(x) * self.weight
 
 
-class SwiGLU(nn.Module):
-    """Shazeer (arXiv 2002.05202): down(silu(gate(x)) * up(x))."""
+class GatedMLP(nn.Module):
+    """Shazeer (arXiv 2002.05202): down(act(gate(x)) * up(x)), SwiGLU with silu, GeGLU with the tanh approximation of
+    GELU (Gemma's gelu_pytorch_tanh)."""
+    ACTIVATIONS = {"silu": F.silu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
+        self.act = self.ACTIVATIONS[cfg.mlp_activation]
         self.gate_proj = nn.Linear(cfg.d_model, cfg.ffn_hidden, bias=False)
         self.up_proj = nn.Linear(cfg.d_model, cfg.ffn_hidden, bias=False)
         self.down_proj = nn.Linear(cfg.ffn_hidden, cfg.d_model, bias=False)
 
     def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
+
+
+class QKNormAttention(Attention):
+    """Attention with an RMSNorm over each head's q and k (weights of head_dim, shared by the heads), after the
+    projection and before any position (model.qk_norm: Gemma 3, as OLMo 2 and Qwen3), so the KV cache, a context
+    method's second rotation and eval.heads all see the normed keys."""
+
+    def __init__(self, cfg: ModelConfig, layer: int):
+        super().__init__(cfg, layer)
+        self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps)
+        self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps)
+
+    def project(self, x):
+        q, k, v = super().project(x)  # (B, nh or nkv, T, hs)
+        return self.q_norm(q), self.k_norm(k), v
 
 
 class Block(nn.Module):
+    """Pre-norm attention and MLP, each added to the residual stream; with post_norms (Gemma's sandwich) each output is
+    normed again before its add. `kind` (ModelConfig.layer_kinds) says which encoding and window the layer reads:
+    positional (model.position), nope (a layer_pattern's nope entry) or sliding (a sliding_attention layer)."""
+
     def __init__(self, cfg: ModelConfig, layer: int):
         super().__init__()
-        self.positional = cfg.positional_layers[layer]  # False: a nope layer of model.position.layer_pattern
+        self.kind = cfg.layer_kinds[layer]
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.attn = Attention(cfg, layer)
+        self.attn = (QKNormAttention if cfg.qk_norm else Attention)(cfg, layer)
+        self.attn_post_norm = RMSNorm(cfg.d_model, cfg.norm_eps) if cfg.post_norms else nn.Identity()
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.mlp = SwiGLU(cfg)
+        self.mlp = GatedMLP(cfg)
+        self.mlp_post_norm = RMSNorm(cfg.d_model, cfg.norm_eps) if cfg.post_norms else nn.Identity()
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x, ctx, pe, cache=None):
         h = self.attn_norm(x)
         ctx = pe.layer_context(self.attn.layer, h, ctx, cache)  # fox: this layer's forget-gate bias
-        x = x + self.dropout(self.attn(h, ctx, pe, cache))
-        return x + self.dropout(self.mlp(self.mlp_norm(x)))
+        x = x + self.dropout(self.attn_post_norm(self.attn(h, ctx, pe, cache)))
+        return x + self.dropout(self.mlp_post_norm(self.mlp(self.mlp_norm(x))))
+
+
+def sliding_config(cfg: ModelConfig, layers: str) -> ModelConfig:
+    """The config the sliding layers of model.layer_types rotate by: RoPE of base model.position.local_theta (Gemma 3's
+    rope_local_base_freq; theta where unset), with the model's scaling only where it acts on all `layers`."""
+    p = cfg.position
+    scaling = p.scaling if layers == "all" else None
+    return dataclasses.replace(cfg, position=dataclasses.replace(p, theta=p.local_theta or p.theta, scaling=scaling))
 
 
 class GPT(nn.Module):
+    # True: a sliding window always as -inf in a (T, S) mask, also where attention could read only the keys inside it
+    # (speed.bench's comparison; the results are the same)
+    window_mask = False
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.position = build_position(cfg)
+        kinds = set(cfg.layer_kinds)
+        self.position = build_position(cfg)  # the positional layers' (with layer_types, the full layers')
         # the layers of a pattern's nope entries attend without positions (no parameters: the weights stay the same)
-        self.plain = NoPE(cfg) if not all(cfg.positional_layers) else None
+        self.plain = NoPE(cfg) if "nope" in kinds else None
+        # the sliding layers of layer_types: RoPE of their own base (buffers only), any other encoding shared; the
+        # layers a RoPE scaling acts on are checked here too, for a scaling given at load time
+        layers = scaled_layers(cfg)
+        local = cfg.position.type == "rope" and "sliding" in kinds
+        self.local = build_position(sliding_config(cfg, layers)) if local else None
         # Llama 4's temperature (model.position.nope_temperature) on the queries of the layers without positions:
         # (on the layers that apply the encoding, where it is NoPE; on a pattern's nope layers)
         on = cfg.position.nope_temperature
         self.temperature = (on and all(cfg.nope_layers), on)
+        # each kind of layer (Block.kind): (its encoding, its sliding window, its temperature)
+        self.kinds = {kind: entry for kind, entry in {
+            "positional": (self.position, None if cfg.layer_types else cfg.sliding_window, self.temperature[0]),
+            "nope": (self.plain, None, self.temperature[1]),
+            "sliding": (self.position if self.local is None else self.local, cfg.sliding_window, self.temperature[0]),
+        }.items() if kind in kinds}
         self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
@@ -107,8 +161,14 @@ class GPT(nn.Module):
         that it applies to this encoding and scaling (context.check_context, context.pairing_problem)."""
         self.context_method = build_context(context, self.cfg.max_seq_len)
 
-    def forward(self, idx, targets=None, positions=None, cache: KVCache | None = None, last_only=False):
+    def forward(self, idx, targets=None, positions=None, cache: KVCache | None = None, last_only=False,
+                per_token=False):
         """idx (B, T) token ids -> logits (B, T, vocab) [or (B, 1, vocab) with last_only], loss.
+
+        The loss is the mean over the targets that are not -1; where the step's float32 logits would pass
+        model.loss.CHUNKED_ABOVE (a large vocabulary), it is taken a chunk of tokens at a time, each chunk's logits
+        recomputed in the backward pass, and the logits are None (never built whole). per_token (token_losses):
+        (None, the loss of every token (B, T)), computed in chunks.
 
         positions (T,), or (B, T) to give each sequence its own (train.positions), default to the next
         positions after the cache (0, 1, ... without one). The cache may be a sliding window
@@ -121,29 +181,35 @@ class GPT(nn.Module):
         if self.context_method is not None and positions.dim() != 1:
             raise ValueError("a context method takes positions shared by every sequence, (T,)")
         k_pos = positions if cache is None else cache.extend(positions, end)
-        cfg = self.cfg
-        # once per forward, for every layer: the encoding's context (with the sliding window), and for a layer
-        # pattern the context of its layers without positions
-        ctx = self.shared_context(self.position, positions, k_pos, end, consecutive, cache, cfg.sliding_window,
-                                  self.temperature[0])
-        plain = None if self.plain is None else self.shared_context(
-            self.plain, positions, k_pos, end, consecutive, cache, None, self.temperature[1])
+        # once per forward, for each kind of layer: its encoding's context, with its sliding window
+        contexts = {kind: self.shared_context(pe, positions, k_pos, end, consecutive, cache, window, temperature)
+                    for kind, (pe, window, temperature) in self.kinds.items()}
         x = self.position.embed(self.embed(idx) * self.embed_scale, positions)  # (B, T, C)
         for block in self.blocks:
-            x = block(x, ctx, self.position, cache) if block.positional else block(x, plain, self.plain, cache)
+            x = block(x, contexts[block.kind], self.kinds[block.kind][0], cache)
         x = self.norm(x)
         if last_only:
             x = x[:, -1:]
+        if per_token:
+            return None, token_losses(self.lm_head, x, targets, chunk_tokens(self.cfg.vocab_size))
+        if targets is not None and in_chunks(targets.numel(), self.cfg.vocab_size):
+            return None, mean_loss(self.lm_head, x, targets, chunk_tokens(self.cfg.vocab_size))
         logits = self.lm_head(x)  # (B, T, vocab)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-1)
         return logits, loss
 
+    def token_losses(self, idx, targets, positions=None, cache: KVCache | None = None) -> torch.Tensor:
+        """Next-token losses (B, T) in float32 of idx (B, T) against targets (B, T) (-1: not scored, 0), with
+        forward's positions and cache: the output projection and the cross-entropy a chunk of tokens at a time
+        (model/loss.py), so no (tokens x vocab) logits beyond a chunk's exist (a large vocabulary at a long length)."""
+        return self(idx, targets, positions, cache, per_token=True)[1]
+
     def shared_context(self, pe: PositionalEncoding, positions, k_pos, end, consecutive, cache: KVCache | None,
                        window: int | None, temperature: bool):
         """The context that the layers applying `pe` share in this forward: pe's own (rotations, a learned bias), the
-        context method's (use_context_method), -inf on keys `window` or more positions back (a sliding window),
+        context method's (use_context_method), a sliding window hiding the keys `window` or more positions back,
         Llama 4's temperature on the queries (`temperature`), and FlexAttention's score_mod and block mask."""
         method = self.context_method
         # keys rotated in attention: all of them (cached before rotation: a dynamic scaling, a context method's
@@ -156,21 +222,31 @@ class GPT(nn.Module):
             ctx.q_scale = method.query_scale(positions)
             if method.changes_scores:
                 pe.show(ctx, method, end)
+        static = cache is not None and cache.static  # flex's block mask takes the queries to be the last T keys
         if window is not None:
-            pe.hide(ctx, positions[..., :, None] - k_pos[..., None, :] >= window)
+            # on scores without a bias, attention reads only the keys inside the window (ctx.window, O(T x window));
+            # a bias, a context method's mask or second rotation, per-query rotations and a static cache's fixed
+            # shapes take it as -inf in their (T, S) mask
+            plain = (ctx.bias is None and ctx.far is None and ctx.key_rotors is None and not static
+                     and not pe.layer_bias and pe.score_mod(ctx) is None and not self.window_mask)
+            if not plain:
+                pe.hide(ctx, positions[..., :, None] - k_pos[..., None, :] >= window)
+            elif not (consecutive and window >= positions.shape[-1]):  # a window as long as the input hides nothing
+                ctx.window = window
         if temperature:
             p = self.cfg.position  # transformers' Llama4TextAttention (attn_temperature_tuning)
             scale = torch.log1p(torch.floor((positions.float() + 1) / p.floor_scale)) * p.attn_scale + 1
             ctx.q_scale = scale if ctx.q_scale is None else ctx.q_scale * scale
-        static = cache is not None and cache.static  # flex's block mask takes the queries to be the last T keys
         # flex has no attention dropout, and a context method's two rotations are merged by the eager path
         flex = self.flex_block_mask is not None
         if flex and not static and not (self.training and self.cfg.dropout) and ctx.far is None:
             ctx.score_mod = table_score_mod(ctx.bias) if ctx.bias is not None else pe.score_mod(ctx)
-            if ctx.score_mod is not None or pe.layer_bias:
+            if ctx.score_mod is not None or pe.layer_bias or (ctx.window is not None and consecutive):
                 # a window by index skips blocks where indices are positions (no cache, consecutive positions)
                 ctx.block_mask = self.flex_block_mask(positions.shape[-1], k_pos.shape[-1], positions.device,
                                                       window if consecutive else None)
+        if ctx.window is not None and ctx.block_mask is None:
+            ctx.window_blocks = window_blocks(positions, k_pos, window, consecutive)
         return ctx
 
     def place(self, T: int, device, positions, cache: KVCache | None):

@@ -10,7 +10,8 @@ A scheme may act at three points, each a no-op by default, so the model never br
 A training-free context method (model/context.py) is applied by a fourth hook, `show(ctx, method, length)`:
 the score bias at the distances it shows (`bias_at`), -inf on the keys it hides, and for RoPE a second
 rotation of q and k at the positions it shows far pairs. A sliding window (model.sliding_window) hides keys the
-same way, `hide(ctx, hidden)`: -inf in the float mask ctx.bias, which then carries the encoding's bias too.
+same way, `hide(ctx, hidden)`: -inf in the float mask ctx.bias, which then carries the encoding's bias too; on scores
+without a bias (RoPE, NoPE) it is ctx.window instead, and attention reads only the keys inside it.
 A bias that depends on each layer's input (fox: a data-dependent forget gate) is built per layer by a fifth
 hook, `layer_context(layer, x, ctx, cache)`, from the shared context; the others return it as it is.
 Work that does not depend on the layer (RoPE's cos/sin, the frequencies of a dynamic scaling, a
@@ -82,6 +83,11 @@ class PositionContext:
     far: PositionContext | None = None
     use_far: torch.Tensor | None = None
     q_scale: torch.Tensor | None = None
+    # a sliding window on scores without a bias (GPT.shared_context): keys `window` or more positions back are left
+    # out by attention itself (model.attention.windowed_attention), each block of queries reading only its keys,
+    # (first query, end of the queries, first key, end of the keys), in place of -inf in a (T, S) mask
+    window: int | None = None
+    window_blocks: list[tuple[int, int, int, int]] | None = None
 
 
 class PositionalEncoding(nn.Module):
@@ -622,6 +628,20 @@ def with_original_length(cfg: ModelConfig):
     return dataclasses.replace(scaling, original_max_position_embeddings=cfg.max_seq_len)
 
 
+def scaled_layers(cfg: ModelConfig) -> str:
+    """Which layers model.position.scaling acts on: global (the full_attention layers of model.layer_types) or all, as
+    its `layers` says, else global for a model with layer_types (Gemma 3 rescales only its global layers' RoPE) and all
+    otherwise. A UserError where it asks for layers the model lacks: checked with the config, and again by GPT for a
+    scaling given at load time."""
+    scaling, types = cfg.position.scaling, cfg.layer_types or []
+    layers = (scaling.layers if scaling else None) or ("global" if types else "all")
+    if scaling is not None and layers == "global" and "full_attention" not in types:
+        lacks = "sets no model.layer_types" if not types else "has no full_attention layer in model.layer_types"
+        raise UserError(f"model.position.scaling.layers: global means the full_attention layers, and this model "
+                        f"{lacks}; give layers: all")
+    return layers
+
+
 def check(cfg: ModelConfig) -> None:
     """The position section against the registries, once, where a model config is parsed (train.resolve,
     checkpoint.model_config): a known encoding, for rope an even number of rotated dimensions and a valid scaling, and
@@ -640,6 +660,7 @@ def check(cfg: ModelConfig) -> None:
             raise UserError(f"model.position.kept_frequencies={cfg.position.kept_frequencies:g} keeps no frequency of "
                             f"the {rotary_dims(cfg) // 2} a head has")
     check_scaling(cfg.position.scaling, "model.position.scaling")
+    scaled_layers(cfg)
     if cfg.position.layer_pattern is not None and ENCODINGS[cfg.position.type].kind == "absolute":
         raise UserError(f"model.position.layer_pattern applies an encoding per layer, and {cfg.position.type} adds its "
                         f"positions to the tokens, before every layer; use it with "

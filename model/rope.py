@@ -10,9 +10,10 @@ takes, whether it is dynamic and its Hugging Face `rope_type` name, and returns
 by its square), exactly as transformers' `modeling_rope_utils.py` does. A scaling is the typed
 `config.ScalingConfig` (parsed by `config.parse_scaling` wherever it comes from) and `check_scaling`
 is the one check of its method and keys: an unknown method, a missing factor, a key the method does
-not take or a value out of range is a UserError naming it. A method's entry carries its keys with
-their defaults (read through `setting`) and its own rule. Adding a method is one `@register` entry
-and one test.
+not take or a value out of range is a UserError naming it. Every method also takes `layers`, the layers it
+acts on (global: the full_attention layers of model.layer_types, or all; positions.scaled_layers). A method's
+entry carries its keys with their defaults (read through `setting`) and its own rule. Adding a method is one
+`@register` entry and one test.
 Notation: d = rotary dims per head, b = theta, L = original training context,
 s = factor, T = current sequence length.
 """
@@ -39,7 +40,8 @@ class Method:
 
 
 SCALINGS: dict[str, Method] = {}
-COMMON_KEYS = ("type", "factor", "original_max_position_embeddings")
+COMMON_KEYS = ("type", "factor", "original_max_position_embeddings", "layers")
+SCALED_LAYERS = ("global", "all")  # what a scaling's `layers` may say: the full_attention layers of layer_types, or all
 
 
 def register(name: str, keys: dict[str, float | None] | None = None, dynamic: bool = False,
@@ -192,6 +194,9 @@ def check_scaling(scaling: ScalingConfig | None, key: str = "scaling") -> None:
     if method.needs_factor and scaling.factor is None:
         raise UserError(f"{key}: RoPE scaling {scaling.type!r} requires 'factor' (the context multiple s, e.g. "
                         f"{{type: {scaling.type}, factor: 4}})")
+    if scaling.layers is not None and scaling.layers not in SCALED_LAYERS:
+        raise UserError(f"{key}.layers must be {' or '.join(SCALED_LAYERS)} (the layers it acts on), got "
+                        f"{scaling.layers!r}")
     if scaling.factor is not None and not scaling.factor >= 1:
         raise UserError(f"{key}.factor must be >= 1, got {scaling.factor}")
     for name in ("original_max_position_embeddings", *method.keys):

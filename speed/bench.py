@@ -7,7 +7,10 @@ utilisation (PaLM, arXiv 2204.02311, appendix B) against the device's bf16 dense
 count, peak memory; then forward-only evaluation tokens/s and peak memory at 1x ... 32x the
 training length (batch 1), and decoding tokens/s through the KV cache, with every token kept and with
 attention sinks' rolling cache (4 sinks and the last L - 4 tokens, as generate.py --context-method sinks).
-Writes bench.json and bench.md to --out and prints the table.
+--sliding-window W adds a forward pass at --sliding-window-length tokens of our rope model with a window of W tokens
+on every layer, three ways: attention reading only the keys inside the window, the window as a (T, S) mask, and
+transformers' Gemma3 of the same shape with every layer sliding (tokens/s and peak memory; --positions '' runs it
+alone). Writes bench.json and bench.md to --out and prints the table.
 """
 from __future__ import annotations
 
@@ -185,6 +188,55 @@ def bench_eval(model: GPT, run, device, multiples: list[int], repeats: int) -> l
     return rows
 
 
+def time_forward(run, device, repeats: int) -> dict:
+    """Seconds per forward pass `run()` over `repeats` passes after a warm-up one, and the peak MiB in use; a note
+    where it ran out of memory."""
+    try:
+        with autocast(device):
+            run()
+        with PeakMemory(device) as memory:
+            sync(device)
+            start = time.perf_counter()
+            for _ in range(repeats):
+                with autocast(device):
+                    run()
+            sync(device)
+            elapsed = time.perf_counter() - start
+    except torch.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        return {"seconds": None, "peak_mib": None, "note": "out of memory"}
+    return {"seconds": elapsed / repeats, "peak_mib": memory.mib, "note": ""}
+
+
+@torch.inference_mode()
+def bench_sliding_window(cfg: Config, device, length: int, window: int, repeats: int) -> dict:
+    """A forward pass (batch 1, `length` tokens, the last token's logits) of our rope model with a sliding window of
+    `window` tokens on every layer (cfg's model.sliding_window): attention reading only each block of queries' keys
+    (model.attention.windowed_attention), the same model with the window as a (T, S) mask (GPT.window_mask, as every
+    encoding with a bias takes it), and transformers' Gemma3 of the same shape with every layer sliding
+    (speed/peers.py). Tokens/s and peak MiB of each."""
+    from speed.peers import gemma3_sliding
+    torch.manual_seed(cfg.run.seed)
+    ours = GPT(cfg.model).to(device).eval()
+    gemma = gemma3_sliding(cfg.model, window, length).to(device).eval()
+    x = torch.randint(0, cfg.model.vocab_size, (1, length), device=device)
+
+    def by_mask():
+        ours.window_mask = True
+        try:
+            ours(x, last_only=True)
+        finally:
+            ours.window_mask = False
+    cases = [("ours, keys inside the window", lambda: ours(x, last_only=True)), ("ours, (T, S) mask", by_mask),
+             ("transformers Gemma3 (sdpa)", lambda: gemma(input_ids=x, logits_to_keep=1))]
+    rows = []
+    for name, run in cases:
+        timed = time_forward(run, device, repeats)
+        rows.append({"name": name, "tokens_per_s": timed["seconds"] and length / timed["seconds"],
+                     "peak_mib": timed["peak_mib"], "note": timed["note"]})
+    return {"length": length, "window": window, "rows": rows}
+
+
 @torch.inference_mode()
 def bench_generation(model: GPT, step, device, multiples, new_tokens: int = 64, warmup: int = 8,
                      context: ContextConfig | None = None) -> list[dict]:
@@ -306,6 +358,12 @@ def bench_config(path: str, overrides: list[str]) -> Config:
     return cfg
 
 
+def sliding_window_config(args, window: int, length: int) -> Config:
+    if length < 1:
+        raise UserError(f"--sliding-window-length must be at least 1, got {length}")
+    return bench_config(args.config, args.overrides + ["model.position.type=rope", f"model.sliding_window={window}"])
+
+
 def parse_options(args) -> tuple[list[str], list[int], list[int], Config, torch.device]:
     positions = [p for p in args.positions.split(",") if p]
     for name in ("steps", "rounds"):
@@ -352,6 +410,11 @@ def main(argv=None):
                              "SDPA (ALiBi folded into q and k, the learned biases as a float mask, as on the CPU)")
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds of --steps steps for each of ours "
                                                                  "and the peer")
+    parser.add_argument("--sliding-window", type=int, default=None, metavar="W",
+                        help="also time a forward pass of our rope model with a sliding window of W tokens on every "
+                             "layer, against the same window as a (T, S) mask and transformers' Gemma3 (--positions '' "
+                             "for this case alone)")
+    parser.add_argument("--sliding-window-length", type=int, default=8192, help="its tokens (batch 1)")
     parser.add_argument("overrides", nargs="*", help="dotted.key=value")
     args = parser.parse_args(argv)
     positions, multiples, decode_multiples, base, device = run_cli(lambda: parse_options(args))
@@ -387,6 +450,12 @@ def main(argv=None):
         del model, run
         if device.type == "cuda":
             torch.cuda.empty_cache()
+    if args.sliding_window is not None:
+        length, window = args.sliding_window_length, args.sliding_window
+        window_cfg = run_cli(lambda: sliding_window_config(args, window, length))
+        print(f"bench: a forward of {length} tokens with a sliding window of {window} ...", file=sys.stderr)
+        results["sliding_window"] = bench_sliding_window(window_cfg, device, length, window, args.repeats)
+        write_results(results, args.out)
     if peer_cfg is not None:
         torch._dynamo.reset()
         print(f"bench: ours (rope) and the peer {args.peer}, {args.rounds} rounds in turns ...", file=sys.stderr)

@@ -5,7 +5,7 @@
   - `transformers`: Hugging Face transformers' LlamaForCausalLM (our architecture, their code);
   - a path to nanoGPT's `model.py` (from a checkout of karpathy/nanoGPT): its GPT, built at our shape.
 For decoding, `transformers` is our rope model exported to LlamaForCausalLM (`exported_llama`), decoded by
-transformers' own `generate`.
+transformers' own `generate`; for a sliding window's forward, its Gemma3ForCausalLM of our shape (`gemma3_sliding`).
 
 Each peer is (name, module, loss_of(module, x, y), FLOPs per token), the FLOPs counted as for our
 model (PaLM appendix B: 6N + 12 L H Q T, N without the position table).
@@ -103,6 +103,20 @@ def llama_peer(cfg: ModelConfig) -> Peer:
     model = LlamaForCausalLM(config)
     return Peer(f"transformers {transformers.__version__} LlamaForCausalLM (sdpa)", model,
                 lambda m, x, y: cross_entropy(m(input_ids=x).logits, y), peer_flops(cfg, model, 0))
+
+
+def gemma3_sliding(cfg: ModelConfig, window: int, length: int):
+    """transformers' Gemma3ForCausalLM of our shape (width, depth, heads, KV heads, head width, MLP width, vocab) with
+    every layer a sliding_attention layer of `window` tokens, through SDPA: the peer of speed.bench's sliding-window
+    forward. Gemma's own parts stay (q/k norms, four norms a layer, GeGLU), a little more work than ours a layer."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+    config = Gemma3TextConfig(vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.ffn_hidden,
+                              num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads,
+                              num_key_value_heads=cfg.n_kv_heads, head_dim=cfg.head_dim, rms_norm_eps=cfg.norm_eps,
+                              max_position_embeddings=length, sliding_window=window,
+                              layer_types=["sliding_attention"] * cfg.n_layers)
+    config._attn_implementation = "sdpa"
+    return Gemma3ForCausalLM(config)
 
 
 def nanogpt_peer(cfg: ModelConfig, path: Path) -> Peer:

@@ -16,10 +16,10 @@ def mode_note(results: dict) -> str:
 def markdown(results: dict) -> str:
     lines = [f"Device: **{results['device']}**, config `{results['config']}`, torch {results['torch']}, "
              f"compile={results['compile']}{mode_note(results)}, batch {results['batch_size']} x "
-             f"{results['seq_len']} tokens{', score biases through SDPA' if results['attention'] == 'sdpa' else ''}.",
-             "",
-             "| encoding | params | train tokens/s | MFU | train peak MiB |", "|---|---:|---:|---:|---:|"]
+             f"{results['seq_len']} tokens{', score biases through SDPA' if results['attention'] == 'sdpa' else ''}."]
     peer = results.get("peer")
+    if results["rows"] or peer:
+        lines += ["", "| encoding | params | train tokens/s | MFU | train peak MiB |", "|---|---:|---:|---:|---:|"]
     for r in results["rows"] + ([{**peer, "position": f"peer: {peer['name']}"}] if peer else []):
         lines.append(f"| {r['position']} | {r['params'] / 1e6:.2f}M | {fmt(r['train_tokens_per_s'])} | "
                      f"{fmt(r['mfu'] and 100 * r['mfu'], '{:.1f}%')} | {fmt(r['train_peak_mib'])} |")
@@ -28,6 +28,9 @@ def markdown(results: dict) -> str:
                       f"the same batches in one process, median of {len(peer['round_ratios'])} rounds: "
                       f"**{peer['ratio']:.2f}x** (rounds: {', '.join(f'{r:.2f}' for r in peer['round_ratios'])}; "
                       f"tokens/s {fmt(peer['ours_tokens_per_s'])} against {fmt(peer['train_tokens_per_s'])})."]
+    lines += sliding_window_lines(results.get("sliding_window"))
+    if not results["rows"]:  # the sliding-window case alone (--positions '')
+        return "\n".join(lines) + "\n"
     multiples = [e["multiple"] for e in results["rows"][0]["eval"]]
     path = "compiled model" if results["compile"] else "eager model"
     lines += ["", f"Evaluation (forward, batch 1, {path}, after a warm-up at each length): tokens/s / peak MiB in "
@@ -67,3 +70,17 @@ def markdown(results: dict) -> str:
                                     ("ours / transformers", "ratio", "{:.2f}x")]:
             lines.append(f"| {label} | " + " | ".join(fmt(r[key], pattern) for r in decoding["rows"]) + " |")
     return "\n".join(lines) + "\n"
+
+
+def sliding_window_lines(case: dict | None) -> list[str]:
+    """The table of speed.bench --sliding-window: one forward pass over a sliding window three ways."""
+    if case is None:
+        return []
+    lines = ["", f"Sliding-window forward (batch 1, {case['length']:,} tokens, a window of {case['window']:,} "
+             "tokens on every layer, eager, after a warm-up pass): ours reading each block of queries' keys, ours "
+             "with the window as a (T, S) mask, and transformers' Gemma3 of the same shape with every layer sliding.",
+             "",
+             "| | tokens/s | peak MiB |", "|---|---:|---:|"]
+    for r in case["rows"]:
+        lines.append(f"| {r['name']} | {r['note'] or fmt(r['tokens_per_s'])} | {fmt(r['peak_mib'])} |")
+    return lines

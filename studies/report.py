@@ -27,7 +27,7 @@ from typing import Callable
 
 from config import ArgumentParser, UserError, run_cli
 from eval import model_report
-from eval.results import extrapolation, heads, passkey, probe, tasks
+from eval.results import context_use, extrapolation, heads, passkey, probe, ruler, tasks
 from eval.results.rows import previous_rows
 from speed import results as bench
 
@@ -38,9 +38,11 @@ VALUE = re.compile(r"(<!--v:([\w.]+)-->).*?(<!--/v-->)", re.S)
 CLAIM = re.compile(r"<!--claim:([\w.-]+)-->")
 
 # Each evaluator's own table, written again from the rows beside it: (rows file, a field every row has, table file,
-# the evaluator's markdown of the rows).
+# the evaluator's markdown of the rows); three evaluators write results.json, told apart by that field.
 EVALUATOR_TABLES: list[tuple[str, str, str, Callable[[list[dict]], str]]] = [
     ("results.json", "ppl", "results.md", extrapolation.markdown),
+    ("results.json", "context_tokens", "results.md", context_use.markdown),
+    (ruler.RESULTS, "expected", "results.md", ruler.markdown),
     (tasks.RESULTS, "accuracy", "results.md", tasks.markdown),
     ("probes.json", "probe", "probes.md", probe.markdown),
     (passkey.RESULTS, "depth", "passkey.md", passkey.markdown),
@@ -97,12 +99,20 @@ def pages() -> dict[Path, str | None]:
     return {ROOT / "README.md": None, **{p: p.parent.name for p in sorted(STUDIES.glob("*/README.md"))}}
 
 
+def first_row(path: Path) -> dict:
+    """The first row of an evaluator's rows file ({} where it has none)."""
+    rows = previous_rows(path, "evaluator", "run")
+    return rows[0] if rows else {}
+
+
 def evaluator_tables(folder: Path) -> dict[Path, str]:
     out = {}
-    for rows_name, field, table_name, markdown in EVALUATOR_TABLES:
+    for rows_name in dict.fromkeys(name for name, *_ in EVALUATOR_TABLES):
         for rows_path in sorted(folder.rglob(rows_name)):
-            if (rows_path.parent / table_name).exists():
-                out[rows_path.parent / table_name] = markdown(previous_rows(rows_path, markdown.__module__, field))
+            for name, field, table_name, markdown in EVALUATOR_TABLES:
+                if name == rows_name and (rows_path.parent / table_name).exists() and field in first_row(rows_path):
+                    out[rows_path.parent / table_name] = markdown(previous_rows(rows_path, markdown.__module__, field))
+                    break
     for rows_path in sorted(folder.rglob("bench.json")):  # those written since speed.bench records every field
         measured = json.loads(rows_path.read_text())
         if "compile_mode" in measured and (rows_path.parent / "bench.md").exists():

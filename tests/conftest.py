@@ -24,7 +24,8 @@ SLOW_FIXTURES = {"tiny_args", "tiny_run", "ten_step_run", "runs", "report", "tas
                  "prepared", "pair", "pairs", "rope_export", "hf_export", "exported", "relabelled", "byte_level_tokenizer"}
 SLOW_MODULES = {"test_ddp.py", "test_bench.py", "test_profile.py", "test_locks.py", "test_bad_inputs.py", "test_cuda.py",
                 "test_model.py", "test_context.py", "test_hf.py", "test_convert.py", "test_passkey.py", "test_tasks.py",
-                "test_data.py", "test_train.py", "test_extrapolation.py", "test_export.py", "test_gpu_pieces.py"}
+                "test_data.py", "test_train.py", "test_extrapolation.py", "test_export.py", "test_gpu_pieces.py",
+                "test_windowed_attention.py", "test_chunked_loss.py", "test_gemma.py"}
 
 
 def pytest_collection_modifyitems(items):

@@ -453,6 +453,9 @@ class CopyingOracle(torch.nn.Module):
                 first.setdefault(token, t)
         return (logits[:, -1:] if last_only else logits), None
 
+    def token_losses(self, idx, targets):  # GPT.token_losses, from the whole logits
+        return torch.nn.functional.cross_entropy(self(idx)[0].transpose(1, 2), targets, reduction="none")
+
 
 class Ignoring(CopyingOracle):
     def forward(self, idx, targets=None, last_only=False):

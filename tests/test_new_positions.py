@@ -13,7 +13,7 @@ import train
 from checkpoint import load_model
 from config import ModelConfig, PositionConfig, UserError
 from generate import generate_tokens
-from model.attention import KVCache
+from model.attention import KVCache, causal_mask
 from model.gpt import GPT
 from model.positions import NoPE, Rope, alibi_slopes
 
@@ -110,7 +110,8 @@ def test_a_sliding_window_hides_exactly_the_keys_older_than_it():
     pos = torch.arange(T)
     ctx = model.shared_context(pe, pos, pos, T, True, None, 4, False)
     hidden = [[j > i or i - j >= 4 for j in range(T)] for i in range(T)]
-    assert torch.isinf(ctx.bias[0]).tolist() == hidden
+    assert ctx.bias is None and ctx.window == 4  # scores without a bias: attention reads only the window's keys
+    assert (~causal_mask(pos, pos, ctx.window)).tolist() == hidden
     x = torch.randn(2, T, 32, generator=torch.Generator().manual_seed(1))
     want = by_hand(attn, x, torch.zeros(T, T).masked_fill(torch.tensor(hidden), float("-inf")))
     torch.testing.assert_close(attn(x, ctx, pe), want, atol=1e-5, rtol=1e-5)
@@ -146,7 +147,7 @@ def test_a_layer_pattern_repeats_over_the_layers_and_adds_no_weight():
     assert cfg.positional_layers == [True, True, True, False, True, True]
     assert cfg.nope_layers == [False, False, False, True, False, False]
     model = GPT(cfg)
-    assert [block.positional for block in model.blocks] == cfg.positional_layers
+    assert [block.kind for block in model.blocks] == ["positional"] * 3 + ["nope"] + ["positional"] * 2
     assert model.state_dict().keys() == GPT(ModelConfig(vocab_size=10, n_layers=6)).state_dict().keys()
     assert ModelConfig(vocab_size=10, position=PositionConfig(type="nope")).nope_layers == [True] * 4
 

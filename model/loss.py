@@ -33,11 +33,15 @@ def chunk_tokens(vocab_size: int) -> int:
 
 def token_losses(head, x: torch.Tensor, targets: torch.Tensor, chunk: int) -> torch.Tensor:
     """Cross-entropy (B, T) in float32 of the logits head(x) of hidden states x (B, T, C) against targets (B, T)
-    (-1: not scored, loss 0), `chunk` tokens at a time."""
+    (-1: not scored, loss 0), `chunk` scored tokens at a time: only the scored tokens' logits are made, so scoring
+    the last 256 tokens of a 32k window costs 256 rows of the output projection, not 32k."""
     x, targets_ = x.flatten(0, 1), targets.flatten()
-    losses = [F.cross_entropy(head(x[i:i + chunk]).float(), targets_[i:i + chunk], ignore_index=-1, reduction="none")
-              for i in range(0, len(targets_), chunk)]
-    return torch.cat(losses).view(targets.shape)
+    losses = torch.zeros(len(targets_), device=x.device)
+    scored = (targets_ != -1).nonzero().squeeze(1)
+    for i in range(0, len(scored), chunk):
+        rows = scored[i:i + chunk]
+        losses[rows] = F.cross_entropy(head(x[rows]).float(), targets_[rows], reduction="none")
+    return losses.view(targets.shape)
 
 
 def summed_loss(head, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from checkpoint import load_model
 from config import ArgumentParser, Config, ContextConfig, UserError, load_config, run_cli
 from device import autocast, compiled, keep_freed_host_memory, pick_device
 from device import PeakMemory
@@ -188,12 +189,16 @@ def bench_eval(model: GPT, run, device, multiples: list[int], repeats: int) -> l
     return rows
 
 
-def time_forward(run, device, repeats: int) -> dict:
+WARM_UP_UP_TO = 8192  # longer forward passes are timed without a warm-up one (each is minutes on a CPU)
+
+
+def time_forward(run, device, repeats: int, warm_up: bool = True) -> dict:
     """Seconds per forward pass `run()` over `repeats` passes after a warm-up one, and the peak MiB in use; a note
     where it ran out of memory."""
     try:
-        with autocast(device):
-            run()
+        if warm_up:
+            with autocast(device):
+                run()
         with PeakMemory(device) as memory:
             sync(device)
             start = time.perf_counter()
@@ -209,32 +214,37 @@ def time_forward(run, device, repeats: int) -> dict:
 
 
 @torch.inference_mode()
-def bench_sliding_window(cfg: Config, device, length: int, window: int, repeats: int) -> dict:
-    """A forward pass (batch 1, `length` tokens, the last token's logits) of our rope model with a sliding window of
-    `window` tokens on every layer (cfg's model.sliding_window): attention reading only each block of queries' keys
-    (model.attention.windowed_attention), the same model with the window as a (T, S) mask (GPT.window_mask, as every
-    encoding with a bias takes it), and transformers' Gemma3 of the same shape with every layer sliding
-    (speed/peers.py). Tokens/s and peak MiB of each."""
-    from speed.peers import gemma3_sliding
-    torch.manual_seed(cfg.run.seed)
-    ours = GPT(cfg.model).to(device).eval()
-    gemma = gemma3_sliding(cfg.model, window, length).to(device).eval()
-    x = torch.randint(0, cfg.model.vocab_size, (1, length), device=device)
+def bench_sliding_window(ours: GPT, peer, device, length: int, repeats: int, seed: int) -> dict:
+    """A forward pass (batch 1, `length` tokens, the last token's logits) of a model with sliding-window layers:
+    attention reading only each block of queries' keys (model.attention.windowed_attention), the same model with the
+    window as a (T, S) mask (GPT.window_mask, as every encoding with a bias takes it), and its transformers peer
+    (speed/peers.py: Gemma3 of our shape, or the model itself exported). Tokens/s and peak MiB of each, and how far
+    the peer's last logits are from ours."""
+    torch.manual_seed(seed)
+    x = torch.randint(0, ours.cfg.vocab_size, (1, length), device=device)
+    logits = {}
+
+    def keep(name, out):
+        logits[name] = out.float()
 
     def by_mask():
         ours.window_mask = True
         try:
-            ours(x, last_only=True)
+            keep("mask", ours(x, last_only=True)[0])
         finally:
             ours.window_mask = False
-    cases = [("ours, keys inside the window", lambda: ours(x, last_only=True)), ("ours, (T, S) mask", by_mask),
-             ("transformers Gemma3 (sdpa)", lambda: gemma(input_ids=x, logits_to_keep=1))]
+    cases = [("ours, keys inside the window", lambda: keep("ours", ours(x, last_only=True)[0])),
+             ("ours, (T, S) mask", by_mask),
+             ("transformers Gemma3 (sdpa)", lambda: keep("peer", peer(input_ids=x, logits_to_keep=1).logits))]
     rows = []
     for name, run in cases:
-        timed = time_forward(run, device, repeats)
+        timed = time_forward(run, device, repeats, warm_up=length <= WARM_UP_UP_TO)
         rows.append({"name": name, "tokens_per_s": timed["seconds"] and length / timed["seconds"],
                      "peak_mib": timed["peak_mib"], "note": timed["note"]})
-    return {"length": length, "window": window, "rows": rows}
+    differ = {k: float((v - logits["ours"]).abs().max()) for k, v in logits.items() if k != "ours" and "ours" in logits}
+    window = ours.cfg.sliding_window
+    return {"length": length, "window": window, "layers": ours.cfg.layer_kinds.count("sliding") if ours.cfg.layer_types
+            else ours.cfg.n_layers, "n_layers": ours.cfg.n_layers, "rows": rows, "max_logit_difference": differ}
 
 
 @torch.inference_mode()
@@ -358,10 +368,22 @@ def bench_config(path: str, overrides: list[str]) -> Config:
     return cfg
 
 
-def sliding_window_config(args, window: int, length: int) -> Config:
-    if length < 1:
-        raise UserError(f"--sliding-window-length must be at least 1, got {length}")
-    return bench_config(args.config, args.overrides + ["model.position.type=rope", f"model.sliding_window={window}"])
+def sliding_window_models(args, device) -> tuple[GPT, object]:
+    """(ours, its transformers peer) for the sliding-window forward: a run's own model and itself exported, or our
+    rope model of --config with a window of --sliding-window on every layer and Gemma3 of its shape."""
+    if args.sliding_window_length < 1:
+        raise UserError(f"--sliding-window-length must be at least 1, got {args.sliding_window_length}")
+    from speed.peers import exported_gemma3, gemma3_sliding
+    if args.sliding_window_model is not None:
+        ours = load_model(args.sliding_window_model, device=device)
+        if not ours.cfg.sliding_window:
+            raise UserError(f"{args.sliding_window_model} has no sliding window (model.sliding_window)")
+        return ours, exported_gemma3(ours).to(device).eval()
+    cfg = bench_config(args.config, args.overrides + ["model.position.type=rope",
+                                                      f"model.sliding_window={args.sliding_window}"])
+    torch.manual_seed(cfg.run.seed)
+    ours = GPT(cfg.model).to(device).eval()
+    return ours, gemma3_sliding(cfg.model, args.sliding_window, args.sliding_window_length).to(device).eval()
 
 
 def parse_options(args) -> tuple[list[str], list[int], list[int], Config, torch.device]:
@@ -414,6 +436,9 @@ def main(argv=None):
                         help="also time a forward pass of our rope model with a sliding window of W tokens on every "
                              "layer, against the same window as a (T, S) mask and transformers' Gemma3 (--positions '' "
                              "for this case alone)")
+    parser.add_argument("--sliding-window-model", type=Path, default=None, metavar="RUN",
+                        help="the same, of a run directory's own model (its weights, layer types and window: Gemma 3 "
+                             "converted by make gemma3), against itself exported to transformers' Gemma3")
     parser.add_argument("--sliding-window-length", type=int, default=8192, help="its tokens (batch 1)")
     parser.add_argument("overrides", nargs="*", help="dotted.key=value")
     args = parser.parse_args(argv)
@@ -450,11 +475,13 @@ def main(argv=None):
         del model, run
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    if args.sliding_window is not None:
-        length, window = args.sliding_window_length, args.sliding_window
-        window_cfg = run_cli(lambda: sliding_window_config(args, window, length))
-        print(f"bench: a forward of {length} tokens with a sliding window of {window} ...", file=sys.stderr)
-        results["sliding_window"] = bench_sliding_window(window_cfg, device, length, window, args.repeats)
+    if args.sliding_window is not None or args.sliding_window_model is not None:
+        ours, peer = run_cli(lambda: sliding_window_models(args, device))
+        print(f"bench: a forward of {args.sliding_window_length} tokens with a sliding window of "
+              f"{ours.cfg.sliding_window} ...", file=sys.stderr)
+        results["sliding_window"] = bench_sliding_window(ours, peer, device, args.sliding_window_length, args.repeats,
+                                                         base.run.seed)
+        results["sliding_window"]["model"] = str(args.sliding_window_model or "random")
         write_results(results, args.out)
     if peer_cfg is not None:
         torch._dynamo.reset()

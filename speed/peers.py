@@ -119,6 +119,18 @@ def gemma3_sliding(cfg: ModelConfig, window: int, length: int):
     return Gemma3ForCausalLM(config)
 
 
+def exported_gemma3(model):
+    """transformers' Gemma3ForCausalLM holding our GPT's weights exactly (convert/to_hf.py's config and names)."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+    from convert.to_hf import gemma_config
+    from hf.weights import to_transformers
+    config = Gemma3TextConfig(**gemma_config(model.cfg, model.position.scaling, None, None))
+    config._attn_implementation = "sdpa"
+    peer = Gemma3ForCausalLM(config)
+    peer.load_state_dict(to_transformers(model.state_dict(), model.cfg, model.embed_scale), strict=False)
+    return peer
+
+
 def nanogpt_peer(cfg: ModelConfig, path: Path) -> Peer:
     """nanoGPT's GPT from its model.py, at our shape with its own defaults otherwise (biases, dropout 0)."""
     spec = importlib.util.spec_from_file_location("nanogpt_model", path)

@@ -76,9 +76,17 @@ def sliding_window_lines(case: dict | None) -> list[str]:
     """The table of speed.bench --sliding-window: one forward pass over a sliding window three ways."""
     if case is None:
         return []
-    lines = ["", f"Sliding-window forward (batch 1, {case['length']:,} tokens, a window of {case['window']:,} "
-             "tokens on every layer, eager, after a warm-up pass): ours reading each block of queries' keys, ours "
-             "with the window as a (T, S) mask, and transformers' Gemma3 of the same shape with every layer sliding.",
+    model = case.get("model", "random")
+    layers = f"{case.get('layers', '?')} of {case.get('n_layers', '?')} layers" if model != "random" else "every layer"
+    peer = "itself exported to transformers' Gemma3" if model != "random" else \
+        "transformers' Gemma3 of the same shape with every layer sliding"
+    warm = "after a warm-up pass" if case["length"] <= 8192 else "one pass each, no warm-up"
+    differ = case.get("max_logit_difference") or {}
+    lines = ["", f"Sliding-window forward of {model} (batch 1, {case['length']:,} tokens, a window of "
+             f"{case['window']:,} tokens on {layers}, eager, {warm}): ours reading each block of queries' keys, ours "
+             f"with the window as a (T, S) mask, and {peer}" + (
+                 "; the largest difference of the last logits from ours: " + ", ".join(
+                     f"{k} {v:.1e}" for k, v in differ.items()) if differ else "") + ".",
              "",
              "| | tokens/s | peak MiB |", "|---|---:|---:|"]
     for r in case["rows"]:

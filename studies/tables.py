@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval.results.rows import curves, previous_rows
+from eval.results.rows import curve_label, curves, previous_rows
 from studies.stats import mean_interval
 
 
@@ -39,4 +39,43 @@ def ppl_table(folder: Path, shown: list[tuple[str, str, str, str]], digits: int 
         values = [[r["ppl"] for r in by_length.get(n, [])] for n in lengths]
         lines.append(f"| {name} | {scaling} | " + " | ".join(
             "n/a" if not v or None in v else cell(v, digits) for v in values) + " |")
+    return "\n".join(lines)
+
+
+def context_use_rows(folder: Path) -> list[dict]:
+    """eval.context_use's rows of every split measured under `folder` (folder/SPLIT/results.json)."""
+    return [r for path in sorted(folder.glob("*/results.json"))
+            for r in previous_rows(path, "eval.context_use", "context_tokens")]
+
+
+def losses_by_book(rows: list[dict], label: str) -> dict[str, dict[int, float]]:
+    """{book: {c: the loss of its targets with c tokens of context}} of one variant (eval.results.rows.curve_label);
+    a book's spans are averaged first (a book is the unit)."""
+    spans: dict[str, dict[int, list[float]]] = {}
+    for r in rows:
+        if curve_label(r) == label and r["loss"] is not None:
+            spans.setdefault(f"{r['split']}/{r['document']}", {}).setdefault(r["context_tokens"], []).append(r["loss"])
+    return {book: {c: sum(v) / len(v) for c, v in by_c.items()} for book, by_c in spans.items()}
+
+
+def gains(rows: list[dict], label: str, short: int, long: int) -> list[float]:
+    """Per book, the loss with `short` tokens of context minus the loss with `long` (> 0: the context between helps),
+    over the books measured at both."""
+    return [b[short] - b[long] for b in losses_by_book(rows, label).values() if short in b and long in b]
+
+
+def context_use_table(rows: list[dict], shown: list[tuple[str, str]], spans: list[tuple[int, int]],
+                      digits: int = 3) -> str:
+    """One line per (variant label, its name on the page): the books measured, the mean loss of the same targets with
+    each c of context, and for each (short, long) of `spans` the gain from short to long tokens of context, each with
+    its 95% t interval over books (a gain is paired: the same book's targets at both)."""
+    contexts = sorted({r["context_tokens"] for r in rows})
+    lines = ["| model or method | books | " + " | ".join(f"c = {c:,}" for c in contexts) + " | "
+             + " | ".join(f"gain {a:,} to {b:,}" for a, b in spans) + " |",
+             "|---|---:|" + "---:|" * (len(contexts) + len(spans))]
+    for label, name in shown:
+        books = losses_by_book(rows, label)
+        cells = [cell(v, digits) if (v := [b[c] for b in books.values() if c in b]) else "n/a" for c in contexts]
+        cells += [cell(g, digits) if (g := gains(rows, label, a, b)) else "n/a" for a, b in spans]
+        lines.append(f"| {name} | {len(books)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -31,7 +31,7 @@ import convert.to_run
 import convert.to_hf
 import generate
 import train
-from eval import extrapolation, heads, passkey, probe, tasks
+from eval import context_use, extrapolation, heads, passkey, probe, rope_settings, ruler, tasks
 from eval import merge, summary
 from eval.results import plots
 from studies import report
@@ -330,6 +330,15 @@ CASES = [
      "run.device: 'cuda:99' is not available here"),
     ("plots-no-results", ["eval.results.plots", "{tmp}/results.json"], "{tmp}/results.json not found"),
     ("passkey-no-run", ["eval.passkey", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
+    ("context-use-no-run", ["eval.context_use", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
+    ("context-use-global-layers", ["eval.context_use", "{run}", "--scaling", "yarn:global", "--out", "{tmp}/out"],
+     "has no model.layer_types, so every layer is global; give yarn"),
+    ("ruler-no-run", ["eval.ruler", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
+    ("ruler-unknown-task", ["eval.ruler", "{run}", "--tasks", "niah_nowhere", "--out", "{tmp}/out"],
+     "--tasks: unknown 'niah_nowhere'; choose from niah_single_noise"),
+    ("rope-settings-no-run", ["eval.rope_settings", "{tmp}/no-such-run"], "run directory not found: {tmp}/no-such-run"),
+    ("rope-settings-no-factor", ["eval.rope_settings", "{run}", "--scaling", "{type: yarn}"],
+     "--scaling: RoPE scaling 'yarn' requires 'factor'"),
     ("passkey-dynamic", ["eval.passkey", "{run}", "--scaling", "none,dynamic", "--out", "{tmp}/out"],
      "--scaling: eval.passkey takes static scalings; dynamic change with the length"),
     ("passkey-depths", ["eval.passkey", "{run}", "--depths", "0.5,1.5", "--out", "{tmp}/out"],
@@ -414,6 +423,7 @@ MAINS = {"train.py": train.main, "generate.py": generate.main, "data.prepare": d
          "eval.extrapolation": extrapolation.main, "eval.probe": probe.main,
          "eval.summary": summary.main, "speed.bench": bench.main, "eval.results.plots": plots.main, "eval.tasks": tasks.main,
          "eval.merge": merge.main, "eval.passkey": passkey.main, "eval.heads": heads.main,
+         "eval.context_use": context_use.main, "eval.ruler": ruler.main, "eval.rope_settings": rope_settings.main,
          "studies.report": report.main}
 
 

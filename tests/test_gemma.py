@@ -396,3 +396,46 @@ def test_head_dim_is_free_only_where_given():
     with pytest.raises(UserError, match=r"model.d_model \(36\) must be divisible by model.n_heads \(8\)"):
         ModelConfig(vocab_size=10, d_model=36, n_heads=8, n_kv_heads=2).validate()
     assert ModelConfig(d_model=128, n_heads=4).head_dim == 32  # as before: d_model / n_heads
+
+
+def test_a_scaling_at_the_command_line_names_the_layers_it_acts_on(gemma, tmp_path):
+    from eval import context_use
+    rows = context_use.main([str(gemma[1]), "--contexts", "8,24,56", "--targets", "8", "--max-docs", "2",
+                             "--scaling", "linear,linear:global,linear:all", "--out", str(tmp_path)])
+    losses = {}
+    for r in rows:
+        losses.setdefault(r["scaling"], []).append(r["loss"])
+    assert sorted(losses) == ["linear", "linear:all", "linear:global"] and all(r["factor"] == 2 for r in rows)
+    assert losses["linear"] == losses["linear:global"]  # a model with layer types scales its full layers by default
+    assert all(abs(a - b) > 1e-3 for a, b in zip(losses["linear"], losses["linear:all"]))
+
+
+@pytest.mark.parametrize("scaling, message", [
+    ("yarn:global", "has no model.layer_types, so every layer is global; give yarn"),
+    ("yarn:local", "--scaling yarn:local: after a method, ':global' (the full_attention layers of model.layer_types) "
+                   "or ':all' names the layers it acts on"),
+])
+def test_layers_a_plain_model_lacks_are_refused_at_the_command_line(tiny_run, tmp_path, capsys, scaling, message):
+    from eval import extrapolation
+    assert message in refused(capsys, extrapolation.main, [str(tiny_run), "--lengths", "64", "--scaling", scaling,
+                                                           "--out", str(tmp_path)])
+
+
+def test_rope_settings_print_each_layer_type_and_flag_what_users_trip_on(gemma, capsys):
+    from eval import rope_settings
+    for model in (str(gemma[1]), f"hf:{gemma[0]}"):  # a run, and the checkpoint that hf: itself does not evaluate
+        rope_settings.main([model])
+        out = capsys.readouterr().out
+        assert f"trained at {L} tokens, {len(TYPES)} layers" in out and out.rstrip().endswith("nothing to check")
+        assert f"| 2, 4 (2) | full_attention | rope | {THETA:,.0f} | none | 1 | - | - |" in out
+        assert f"| 0-1, 3, 5 (4) | sliding_attention | rope | {LOCAL_THETA:,.0f} | none | 1 | {WINDOW} | - |" in out
+    rope_settings.main([str(gemma[1]), "--scaling", "{type: yarn, factor: 4}"])
+    out = capsys.readouterr().out
+    assert f"| full_attention | rope | {THETA:,.0f} | yarn s = 4 | {0.1 * math.log(4) + 1:.4g} | - | {L} |" in out
+    assert "| sliding_attention | rope | 100 | none | 1 |" in out and "nothing to check" in out
+    rope_settings.main([str(gemma[1]), "--scaling", "{type: yarn, factor: 4, layers: all, attention_factor: 1, "
+                                                    "original_max_position_embeddings: 16}"])
+    checks = [line for line in capsys.readouterr().out.splitlines() if line.startswith("check: ")]
+    assert len(checks) == 3 and "original_max_position_embeddings is 16, but the model was trained at 32" in checks[0]
+    assert "acts on the 4 sliding-window layers too, which read only 8 tokens" in checks[1]
+    assert "attention_factor 1 drops YaRN's temperature: 0.1 ln s + 1 = 1.1386 at s = 4" in checks[2]

@@ -172,4 +172,5 @@ def test_the_benchmark_times_the_windowed_forward_against_the_mask_and_gemma3(tm
     assert [r["name"] for r in case["rows"]] == ["ours, keys inside the window", "ours, (T, S) mask",
                                                 "transformers Gemma3 (sdpa)"]
     assert all(r["tokens_per_s"] > 0 and r["peak_mib"] > 0 for r in case["rows"])
-    assert "Sliding-window forward (batch 1, 128 tokens, a window of 16 tokens" in (tmp_path / "bench.md").read_text()
+    assert "Sliding-window forward of random (batch 1, 128 tokens, a window of 16 tokens on every layer" in (
+        tmp_path / "bench.md").read_text()

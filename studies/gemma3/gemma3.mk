@@ -39,4 +39,21 @@ $(GEMMA3)/SOURCE.md: $(GEMMA3_GGUF)
 $(GEMMA3_RUN)/config.yaml: $(GEMMA3)/SOURCE.md
 	$(GEMMA3_PY) -m convert.to_run hf:$(GEMMA3) $(GEMMA3_RUN)
 
-.PHONY: gemma3
+.PHONY: gemma3 gemma3-context-use
+
+# Does it use its 32k context? (eval.context_use, the positive control of studies/smollm2's measure) The last
+# GEMMA3_CU_TARGETS tokens of each of the 8 held-out books scored with c tokens of context before them, c + targets
+# = 1k ... 32k tokens read, natively (GEMMA3_CU_VARIANTS: none), rows per book in studies/gemma3/context-use/SPLIT as
+# measured, resumed book by book.
+GEMMA3_DATA ?= ../shared/corpora/gutenberg
+GEMMA3_CU_TARGETS ?= 256
+GEMMA3_CU_CONTEXTS ?= 768,1792,3840,7936,16128,32512
+GEMMA3_CU_VARIANTS ?= none
+GEMMA3_CU_SPLITS ?= test val
+
+gemma3-context-use: $(GEMMA3_RUN)/config.yaml  ## Gemma 3's context use on 8 books: the same targets with 1k-32k tokens before them (resumes book by book)
+	for variant in $(GEMMA3_CU_VARIANTS); do for split in $(GEMMA3_CU_SPLITS); do \
+		$(RUN_PY) -m eval.context_use $(GEMMA3_RUN) --targets $(GEMMA3_CU_TARGETS) --contexts $(GEMMA3_CU_CONTEXTS) \
+			--data $(GEMMA3_DATA) --scaling $$variant --split $$split --resume \
+			--out studies/gemma3/context-use/$$split || exit 1; done; done
+

@@ -84,3 +84,13 @@ def test_a_first_key_lies_more_than_length_minus_slack_back():
     if not (run / "tokenizer").exists():
         pytest.skip("SmolLM2 is not prepared here (make runs/SmolLM2-135M-Instruct-Q4_1/config.yaml)")
     assert 0 < Prompts(load_tokenizer(run), seed=0, trials=20).fixed < SLACK
+
+
+def test_claim_unscaled_reads_nothing_past_L():
+    from studies.smollm2.values import CU_SHORT, cu_contexts, cu_gain, cu_rows
+    from studies.stats import below_zero
+    longest = cu_contexts()[-1]
+    assert longest > 2 * CU_SHORT - 1 and below_zero(cu_gain(CU_SHORT, longest))
+    assert all(r["train_length"] == CU_SHORT + r["targets"] for r in cu_rows())  # c = 7,936 reads exactly L
+    level = [dict(r, loss=3.0) for r in cu_rows()]  # the same loss at every c: no rise, so no claim
+    assert not below_zero(cu_gain(CU_SHORT, longest, measured=level))

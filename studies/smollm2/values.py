@@ -6,7 +6,8 @@ import yaml
 
 from eval.results.rows import previous_rows
 from studies.report import Study
-from studies.stats import wilson
+from studies.stats import mean_interval, wilson
+from studies.tables import context_use_rows, context_use_table, gains, losses_by_book
 
 study = Study(__file__)
 # each curve as the page names it: the rows' scaling or context method (one run each), the table's name
@@ -82,6 +83,36 @@ def passkey() -> str:
     return "\n".join(lines)
 
 
+def cu_rows() -> list[dict]:
+    return context_use_rows(study.folder / "context-use")
+
+
+CU_SHORT = 7936  # c + the 256 targets = 8,192 tokens read: L
+CU_NAMES = {"none": "no scaling"}  # eval.context_use's labels measured so far, as the page names them
+
+
+def cu_contexts() -> list[int]:
+    return sorted({r["context_tokens"] for r in cu_rows()})
+
+
+def cu_gain(short: int, long: int, label: str = "none", measured: list[dict] | None = None):
+    """The mean over books of the loss with `short` tokens of context minus the loss with `long`, its 95% interval."""
+    return mean_interval(gains(measured or cu_rows(), label, short, long))
+
+
+def nats(interval: tuple[float, float, float], rise: bool = False) -> str:
+    """A gain (mean, low, high) in nats with its interval; `rise`: written as the rise of the loss, its negation."""
+    mean, low, high = (-interval[0], -interval[2], -interval[1]) if rise else interval
+    sign = "" if rise else "+"
+    return f"{mean:{sign}.3f} nats (95% interval {low:{sign}.3f} to {high:{sign}.3f})"
+
+
+@study.table
+def context_use() -> str:
+    c = cu_contexts()
+    return context_use_table(cu_rows(), [(k, v) for k, v in CU_NAMES.items()], [(c[0], CU_SHORT), (CU_SHORT, c[-1])])
+
+
 def extend(run: str) -> tuple[dict, list[dict]]:  # a fine-tune's config and training log
     config = yaml.safe_load((study.folder / "extend" / f"{run}.yaml").read_text())
     return config, [json.loads(line) for line in (study.folder / "extend" / f"{run}.jsonl").read_text().splitlines()]
@@ -105,6 +136,10 @@ def named() -> dict[str, str]:
     for (who, n, depth), r in keys.items():
         out |= {f"{x}_{who}_{n}_{DEPTHS[depth]}": y for x, y in (
             ("keys", f"{r['hits']}/{r['trials']}"), ("ci", ci(r)), ("held", str(r.get("held"))))}
+    c = cu_contexts()
+    out |= {"cu_targets": str(cu_rows()[0]["targets"]), "cu_books": str(len(losses_by_book(cu_rows(), "none"))),
+            "cu_short": f"{CU_SHORT:,}", "cu_long": f"{c[-1]:,}", "cu_shortest": f"{c[0]:,}",
+            "cu_loss_past_L": nats(cu_gain(CU_SHORT, c[-1]), rise=True), "cu_gain_to_L": nats(cu_gain(c[0], CU_SHORT))}
     for k, run in (("yarn_ft", "smollm2-yarn"), ("pi_ft", "smollm2-pi")):
         out[f"val_{k}"] = f"{[r['val_loss'] for r in extend(run)[1] if r.get('val_loss') is not None][-1]:.3f}"
     return out

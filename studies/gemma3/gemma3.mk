@@ -39,7 +39,7 @@ $(GEMMA3)/SOURCE.md: $(GEMMA3_GGUF)
 $(GEMMA3_RUN)/config.yaml: $(GEMMA3)/SOURCE.md
 	$(GEMMA3_PY) -m convert.to_run hf:$(GEMMA3) $(GEMMA3_RUN)
 
-.PHONY: gemma3 gemma3-context-use
+.PHONY: gemma3 gemma3-context-use gemma3-context-long
 
 # Does it use its 32k context? (eval.context_use, the positive control of studies/smollm2's measure) The last
 # GEMMA3_CU_TARGETS tokens of each of the 8 held-out books scored with c tokens of context before them, c + targets
@@ -57,3 +57,17 @@ gemma3-context-use: $(GEMMA3_RUN)/config.yaml  ## Gemma 3's context use on 8 boo
 			--data $(GEMMA3_DATA) --scaling $$variant --split $$split --resume \
 			--out studies/gemma3/context-use/$$split || exit 1; done; done
 
+
+# Past its context: the same targets with c + targets = 65,536 tokens read, training-free linear (s = 2) and YaRN on
+# the global layers only (Gemma 3's way: --scaling linear) against the same on every layer (linear:all), and sinks.
+# About 6 minutes a forward of 65k tokens on 2 cores, so hours in all: a background job that resumes book by book
+# (GEMMA3_LONG_VARIANTS one after another). Gemma's four wheels (238 MB) are more than a GPU command carries.
+GEMMA3_LONG_CONTEXTS ?= $(GEMMA3_CU_CONTEXTS),65280
+GEMMA3_LONG_VARIANTS ?= linear linear:all yarn yarn:all sinks
+
+gemma3-context-long: $(GEMMA3_RUN)/config.yaml  ## Gemma 3 past 32k: global-only against all-layer scalings and sinks at 65k (hours; resumes book by book)
+	for variant in $(GEMMA3_LONG_VARIANTS); do for split in $(GEMMA3_CU_SPLITS); do \
+		if [ $$variant = sinks ]; then how="--context-method sinks"; else how="--scaling $$variant"; fi; \
+		$(RUN_PY) -m eval.context_use $(GEMMA3_RUN) --targets $(GEMMA3_CU_TARGETS) --contexts $(GEMMA3_LONG_CONTEXTS) \
+			--data $(GEMMA3_DATA) $$how --split $$split --resume --out studies/gemma3/context-long/$$split || exit 1; \
+		done; done

@@ -23,10 +23,10 @@ import math
 from pathlib import Path
 
 from checkpoint import model_config
-from config import ArgumentParser, ModelConfig, ScalingConfig, UserError, parse_scaling, run_cli
+from config import ArgumentParser, ModelConfig, ScalingConfig, parse_scaling, run_cli
 from hf import checkpoints as hf, weights
 from model.positions import check as check_positions, rotary_dims, scaled_layers
-from model.rope import check_scaling, is_dynamic, rope_frequencies, setting
+from model.rope import check_scaling, is_dynamic, rope_frequencies
 from model.gpt import sliding_config
 
 KINDS = {"positional": "full_attention", "sliding": "sliding_attention", "nope": "no positions"}
@@ -55,8 +55,7 @@ def attention_factor(cfg: ModelConfig) -> str:
 def describe_scaling(scaling: ScalingConfig | None) -> str:
     if scaling is None:
         return "none"
-    factor = "" if scaling.factor is None or is_dynamic(scaling) and scaling.type != "dynamic" else f" s = {scaling.factor:g}"
-    return f"{scaling.type}{factor}"
+    return scaling.type + ("" if scaling.factor is None else f" s = {scaling.factor:g}")
 
 
 def layer_rows(cfg: ModelConfig) -> list[dict]:

@@ -1,0 +1,28 @@
+"""The claims of studies/gemma3/README.md from the committed rows, taken as defaults: changed rows can be passed."""
+from studies.gemma3.values import SHORT, bench, contexts, gain, rows
+from studies.stats import above_zero
+
+MIN_BOOKS = 8  # the issue's bar: every real-model number from at least 8 held-out books
+
+
+def test_claim_uses_context_past_8k(r=rows()):
+    books = {(x["split"], x["document"]) for x in r}
+    assert len(books) >= MIN_BOOKS and {x["split"] for x in r} == {"test", "val"}
+    assert contexts()[-1] > 3 * SHORT and above_zero(gain())
+
+
+def test_claim_uses_context_within_8k():
+    assert above_zero(gain(contexts()[0], SHORT))
+
+
+def test_claim_window_faster(case=bench()):
+    speeds = {x["name"]: x["tokens_per_s"] for x in case["rows"]}
+    ours = speeds["ours, keys inside the window"]
+    assert ours > speeds["transformers Gemma3 (sdpa)"] and ours > speeds["ours, (T, S) mask"]
+    assert case["max_logit_difference"]["peer"] < 1e-3  # the same model
+
+
+def test_a_changed_row_breaks_the_positive_control():
+    longest = contexts()[-1]
+    worse = [dict(x, loss=x["loss"] + 1.0 if x["context_tokens"] == longest else x["loss"]) for x in rows()]
+    assert not above_zero(gain(measured=worse))

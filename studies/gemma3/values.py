@@ -1,0 +1,73 @@
+"""The named values and tables of studies/gemma3/README.md, from its context-use rows (context-use/SPLIT) and the
+forward-pass benchmark (bench/)."""
+import functools
+import json
+
+from studies.report import Study
+from studies.stats import mean_interval
+from studies.tables import context_use_rows, context_use_table, gains, losses_by_book
+
+study = Study(__file__)
+NATIVE = "none"  # eval.context_use's label of the model as it is
+SHORT = 7936  # c + the 256 targets = 8,192 tokens read: SmolLM2's whole context
+
+
+def rows() -> list[dict]:
+    return context_use_rows(study.folder / "context-use")
+
+
+def contexts() -> list[int]:
+    return sorted({r["context_tokens"] for r in rows()})
+
+
+def gain(short: int = SHORT, long: int | None = None, measured: list[dict] | None = None) -> tuple[float, float, float]:
+    """The mean over books of the loss with `short` tokens of context minus the loss with `long` (default the
+    longest), and its 95% t interval over books, of the committed rows or of `measured`."""
+    return mean_interval(gains(measured or rows(), NATIVE, short, long or contexts()[-1]))
+
+
+def nats(interval: tuple[float, float, float]) -> str:
+    mean, low, high = interval
+    return f"{mean:+.3f} nats (95% interval {low:+.3f} to {high:+.3f})"
+
+
+@study.table
+def context_use() -> str:
+    c = contexts()
+    return context_use_table(rows(), [(NATIVE, "Gemma 3 270M, as it is")], [(c[0], SHORT), (SHORT, c[-1])])
+
+
+def bench() -> dict:
+    return json.loads((study.folder / "bench" / "bench.json").read_text())["sliding_window"]
+
+
+@study.table
+def forward() -> str:
+    case = bench()
+    lines = ["| | tokens/s | peak MiB |", "|---|---:|---:|"]
+    lines += [f"| {r['name']} | {r['tokens_per_s']:,.0f} | {r['peak_mib']:,.0f} |" for r in case["rows"]]
+    return "\n".join(lines)
+
+
+def speedup(name: str) -> float:
+    speeds = {r["name"]: r["tokens_per_s"] for r in bench()["rows"]}
+    return speeds["ours, keys inside the window"] / speeds[name]
+
+
+@functools.cache
+def named() -> dict[str, str]:
+    c, books = contexts(), losses_by_book(rows(), NATIVE)
+    case = bench()
+    return {"books": str(len(books)), "short": f"{SHORT:,}", "short_read": f"{SHORT + rows()[0]['targets']:,}",
+            "longest": f"{c[-1]:,}", "longest_read": f"{c[-1] + rows()[0]['targets']:,}", "shortest": f"{c[0]:,}",
+            "targets": str(rows()[0]["targets"]), "L": f"{rows()[0]['train_length']:,}",
+            "gain_past_8k": nats(gain()), "gain_to_8k": nats(gain(c[0], SHORT)),
+            "bench_length": f"{case['length']:,}", "window": f"{case['window']:,}",
+            "sliding_layers": str(case["layers"]), "layers": str(case["n_layers"]),
+            "speedup_transformers": f"{speedup('transformers Gemma3 (sdpa)'):.2f}",
+            "speedup_mask": f"{speedup('ours, (T, S) mask'):.2f}",
+            "logit_difference": f"{case['max_logit_difference']['peer']:.0e}"}
+
+
+for _name in named():
+    study.values[_name] = lambda name=_name: named()[name]

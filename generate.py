@@ -79,7 +79,8 @@ def generate_tokens(model: GPT, prompt: list[int], max_new_tokens: int, temperat
         capacity = max(len(prompt), max_context)
     if kept is not None:
         capacity = max(len(prompt), sum(kept))
-    cache = KVCache(model.cfg.n_layers, capacity=capacity if limit is None else min(capacity, limit))
+    cache = KVCache(model.cfg.n_layers, capacity=capacity if limit is None else min(capacity, limit),
+                    rolling=step is None)  # sliding layers keep only the keys their window reaches
     run = model if step is None else step
     with autocast(device):  # per call: a `with` around the yields would leave it on in the caller's code
         logits, _ = model(torch.tensor([prompt], device=device), cache=cache, last_only=True)

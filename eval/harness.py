@@ -267,7 +267,7 @@ def in_parts(model, x: torch.Tensor, decode_from: int | None, chunk: int, positi
     length). `positions` (B, n), in one forward pass only: each sequence's own (default 0, 1, ...)."""
     if positions is not None and decode_from is not None:
         raise ValueError("positions are given to one forward pass, not to decoding through the cache")
-    cache = None if decode_from is None else KVCache(model.cfg.n_layers)
+    cache = None if decode_from is None else KVCache(model.cfg.n_layers, rolling=True)
     edges = [0, x.shape[1]] if decode_from is None else [0, *range(decode_from, x.shape[1], chunk), x.shape[1]]
     # a long decode (SmolLM2's 24,576 tokens after 8,192: over an hour on a CPU) shows its own bar in a terminal
     with tqdm(total=x.shape[1], unit="token", desc="through the cache", leave=False, dynamic_ncols=True,

@@ -250,7 +250,7 @@ class Tasks:
 def greedy(model, prompt: list[int], n: int, device) -> list[int]:
     """The n tokens greedy decoding gives after the prompt, through the KV cache (every scaling and context method
     decodes this way in eval.passkey)."""
-    cache = KVCache(model.cfg.n_layers, capacity=len(prompt) + n)
+    cache = KVCache(model.cfg.n_layers, capacity=len(prompt) + n, rolling=True)
 
     @torch.inference_mode()
     def step(tokens):

@@ -52,9 +52,11 @@ class KVCache:
       slot, the empty ones at position EMPTY (after any query, so the causal masks hide them). A decoding
       step then has the same shapes at every token and reads nothing back: compiled, it is one graph for
       every token, which CUDA graphs can replay (the buffers are static addresses).
+    Rolling (host addressing), the layers with a sliding window keep their keys in a cache of their own that drops
+    those the window no longer reaches (`for_window`, `roll`); `trim` and `rewind` act on both.
     """
 
-    def __init__(self, n_layers: int, capacity: int | None = None):
+    def __init__(self, n_layers: int, capacity: int | None = None, rolling: bool = False):
         self.keys: list[torch.Tensor | None] = [None] * n_layers  # (B, nkv, capacity, hs)
         self.values: list[torch.Tensor | None] = [None] * n_layers
         self.gates: list[torch.Tensor | None] = [None] * n_layers  # fox: (B, H, capacity) float, see update_gates
@@ -67,6 +69,10 @@ class KVCache:
         self.static = False
         self.window: int | None = None  # static: keys this far back or more are hidden (a sliding window)
         self.upcoming: torch.Tensor | None = None  # static: (1,) the next position, on the device
+        # rolling: the layers with a sliding window keep their keys apart (`for_window`), only those it still reaches
+        self.rolling = rolling
+        self.windowed: dict[int, KVCache] = {}  # window -> the cache of the layers with that window
+        self.rolled = False  # a window's cache: keys it no longer reaches were dropped
 
     def __len__(self) -> int:
         return self.length
@@ -81,6 +87,33 @@ class KVCache:
     def next_positions(self, T: int) -> torch.Tensor:
         """Static: the positions of the next T tokens, on the device."""
         return self.upcoming + torch.arange(T, device=self.upcoming.device)
+
+    def for_window(self, window: int | None) -> KVCache:
+        """The cache of the layers that hide keys `window` or more positions back: this one, or, rolling, one of their
+        own that holds between window - 1 and 2 * window keys before each forward's new ones (Gemma 3's 15 sliding
+        layers of 512 at 32k tokens: 2 MB of keys each instead of 64 MB). Every forward extends both."""
+        if window is None or not self.rolling:
+            return self
+        if window not in self.windowed:
+            if self.length:
+                raise ValueError("a rolling cache sets its layers' windows at its first forward")
+            self.windowed[window] = KVCache(len(self.keys), self.capacity)
+        return self.windowed[window]
+
+    def roll(self, window: int) -> None:
+        """A window's cache, before a forward: past 2 * window keys, keep the last window - 1 (what the next token
+        reaches) and shrink buffers grown far past that (a long prefill's)."""
+        if self.length < 2 * window:
+            return
+        self.trim(window - 1)
+        self.rolled = True
+        size = 2 * window
+        if self.slots.shape[-1] > 2 * size:
+            self.slots = self.slots[..., :size].clone()
+            for buffers in (self.keys, self.values, self.gates):
+                for i, buffer in enumerate(buffers):
+                    if buffer is not None:
+                        buffers[i] = buffer[:, :, :size].clone()
 
     def extend(self, positions: torch.Tensor, end: int | torch.Tensor) -> torch.Tensor:
         """Add the positions of the tokens of this forward pass (once, before the layers), `end` their
@@ -139,6 +172,8 @@ class KVCache:
         """Keep the last n tokens, after the first `first` (host addressing)."""
         if self.static:
             raise ValueError("a static cache is not trimmed: make_static(window=...) hides the old keys instead")
+        for cache in self.windowed.values():  # first tokens it keeps past its window stay hidden by it
+            cache.trim(n, first)
         if len(self) > first + n:
             kept, to = slice(self.length - n, self.length), slice(first, first + n)
             for buffer in (*self.keys, *self.values, *self.gates):  # the slots are dim 2 of each
@@ -152,6 +187,10 @@ class KVCache:
         continues at position n, overwriting their slots (eval.passkey's trials continue one shared prefix)."""
         if self.static or self.next_position != self.length or n > self.length:
             raise ValueError("rewind takes a host-addressed cache of positions 0, 1, ... back to a length it had")
+        if any(cache.rolled for cache in self.windowed.values()):
+            raise ValueError("a rolling cache has dropped the keys a rewind would need: make it with rolling=False")
+        for cache in self.windowed.values():
+            cache.rewind(n)
         self.length = self.next_position = n
 
     def make_static(self, window: int | None = None) -> None:
@@ -160,6 +199,8 @@ class KVCache:
         new token reads only the keys less than `window` positions back (trim's sliding window, by mask)."""
         if self.slots is None or self.slots.dim() != 1 or self.next_position != self.length:
             raise ValueError("a static cache continues a prefill of the shared positions 0, 1, ...")
+        if self.windowed:
+            raise ValueError("a rolling cache is addressed by the host: make a static one with rolling=False")
         self.static, self.window, self.capacity = True, window, self.slots.shape[-1]
         self.upcoming = torch.full((1,), self.length, device=self.slots.device)
         self.next_position = None

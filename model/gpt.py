@@ -180,13 +180,14 @@ class GPT(nn.Module):
         positions, end, consecutive = self.place(T, idx.device, positions, cache)
         if self.context_method is not None and positions.dim() != 1:
             raise ValueError("a context method takes positions shared by every sequence, (T,)")
-        k_pos = positions if cache is None else cache.extend(positions, end)
+        caches, k_pos = self.extend_caches(cache, positions, end)
         # once per forward, for each kind of layer: its encoding's context, with its sliding window
-        contexts = {kind: self.shared_context(pe, positions, k_pos, end, consecutive, cache, window, temperature)
+        contexts = {kind: self.shared_context(pe, positions, k_pos[kind], end, consecutive, caches[kind], window,
+                                              temperature)
                     for kind, (pe, window, temperature) in self.kinds.items()}
         x = self.position.embed(self.embed(idx) * self.embed_scale, positions)  # (B, T, C)
         for block in self.blocks:
-            x = block(x, contexts[block.kind], self.kinds[block.kind][0], cache)
+            x = block(x, contexts[block.kind], self.kinds[block.kind][0], caches[block.kind])
         x = self.norm(x)
         if last_only:
             x = x[:, -1:]
@@ -199,6 +200,19 @@ class GPT(nn.Module):
         if targets is not None:
             loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-1)
         return logits, loss
+
+    def extend_caches(self, cache: KVCache | None, positions, end) -> tuple[dict, dict]:
+        """Each kind of layer's cache and the positions of the keys it reads, this forward's tokens added: the cache
+        given, or, where it rolls (KVCache.for_window), a sliding window's own."""
+        if cache is None:
+            return dict.fromkeys(self.kinds), dict.fromkeys(self.kinds, positions)
+        caches = {kind: cache.for_window(window) for kind, (_, window, _) in self.kinds.items()}
+        extended = {id(cache): cache.extend(positions, end)}  # the cache given counts every token
+        for kind, own in caches.items():
+            if id(own) not in extended:
+                own.roll(self.kinds[kind][1])
+                extended[id(own)] = own.extend(positions, end)
+        return caches, {kind: extended[id(own)] for kind, own in caches.items()}
 
     def token_losses(self, idx, targets, positions=None, cache: KVCache | None = None) -> torch.Tensor:
         """Next-token losses (B, T) in float32 of idx (B, T) against targets (B, T) (-1: not scored, 0), with

@@ -193,19 +193,42 @@ def test_greedy_continuations_are_equal(gemma):
     assert len(set(ours)) > 5  # a continuation that repeats one token would test little
 
 
-@pytest.mark.parametrize("scaling", [None, ScalingConfig("yarn", 4.0, L),
-                                     ScalingConfig("linear", 4.0, L, layers="all")])
-def test_decoding_through_the_kv_cache_equals_the_full_forward(gemma, scaling):
+def decoded(model, x, cache: KVCache, held: list | None = None) -> torch.Tensor:
+    """The logits of x through `cache`: a chunked prefill, then a token at a time (`held`: after each, the number of
+    keys each of a rolling cache's windows holds)."""
+    with torch.no_grad():
+        steps = [model(x[:, :5], cache=cache)[0], model(x[:, 5:2 * WINDOW + 3], cache=cache)[0]]
+        for t in range(2 * WINDOW + 3, x.shape[1]):
+            steps.append(model(x[:, t:t + 1], cache=cache)[0])
+            if held is not None:
+                held.append({len(c) for c in cache.windowed.values()})
+    return torch.cat(steps, 1)
+
+
+@pytest.mark.parametrize("scaling, rolling", [
+    *[(scaling, rolling) for rolling in (False, True)
+      for scaling in (None, ScalingConfig("yarn", 4.0, L), ScalingConfig("linear", 4.0, L, layers="all"))],
+    (ScalingConfig("dynamic", 4.0, L), True)])
+def test_decoding_through_the_kv_cache_equals_the_full_forward(gemma, scaling, rolling):
     _, run = gemma
     model = load_model(run, scaling=scaling)
     torch.manual_seed(3)
     x = torch.randint(0, VOCAB, (2, 3 * L))
-    full = logits(model, x)
-    cache = KVCache(len(TYPES))
-    with torch.no_grad():
-        steps = [model(x[:, :5], cache=cache)[0], model(x[:, 5:2 * WINDOW + 3], cache=cache)[0]]  # a chunked prefill
-        steps += [model(x[:, t:t + 1], cache=cache)[0] for t in range(2 * WINDOW + 3, x.shape[1])]
-    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-4 * float(full.abs().max()), rtol=0)
+    # a dynamic scaling decodes each token at the frequencies of its own length, so its reference decodes too
+    full = decoded(model, x, KVCache(len(TYPES))) if model.position.dynamic else logits(model, x)
+    cache, held = KVCache(len(TYPES), rolling=rolling), []
+    steps = decoded(model, x, cache, held)
+    torch.testing.assert_close(steps, full, atol=1e-4 * float(full.abs().max()), rtol=0)
+    full_layers = [i for i, kind in enumerate(TYPES) if kind == "full_attention"]
+    assert all(cache.keys[i].shape[-2] >= x.shape[1] for i in full_layers)
+    if rolling:  # the sliding layers' keys apart, at most 2 windows of them; the full layers' in the cache given
+        (local,) = cache.windowed.values()
+        assert all(local.keys[i] is None for i in full_layers) and all(cache.keys[i] is None for i in range(len(TYPES))
+                                                                        if i not in full_layers)
+        assert max(max(h) for h in held) == 2 * WINDOW and min(min(h) for h in held) == WINDOW
+        assert local.rolled
+    else:
+        assert not cache.windowed
 
 
 def test_the_export_gives_transformers_the_same_model(gemma, tmp_path):

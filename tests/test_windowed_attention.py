@@ -120,6 +120,44 @@ def test_the_model_over_a_window_is_the_masked_model(position):
                                rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("position", ["rope", "alibi", "fox"])  # the window on scores, in a bias, in fox's gates
+@torch.no_grad()
+def test_a_rolling_cache_keeps_only_what_the_window_reaches_and_decodes_the_same(position):
+    model = tiny(position, window=8)
+    idx = torch.randint(0, 97, (1, 300), generator=torch.Generator().manual_seed(4))
+    want = model(idx)[0]
+    cache = KVCache(model.cfg.n_layers, rolling=True)
+    parts, held = [model(idx[:, :200], cache=cache)[0]], []  # a prefill far past the window
+    for i in range(200, 300):
+        parts.append(model(idx[:, i:i + 1], cache=cache)[0])
+        held.append(len(cache.windowed[8]))
+    torch.testing.assert_close(torch.cat(parts, dim=1), want, rtol=1e-5, atol=1e-5)
+    (own,) = cache.windowed.values()  # every layer has the window: the cache given holds positions only
+    assert len(cache) == 300 and all(k is None for k in cache.keys) and all(k is not None for k in own.keys)
+    assert held[0] == 8 and max(held) == 16 and own.keys[0].shape[-2] <= 32  # the prefill's buffers shrunk
+    with pytest.raises(ValueError, match="rolling=False"):
+        cache.rewind(100)
+    with pytest.raises(ValueError, match="rolling=False"):
+        cache.make_static()
+
+
+@torch.no_grad()
+def test_a_rolling_cache_trims_and_rewinds_as_the_whole_cache_does():
+    model = tiny("rope", window=8)
+    idx = torch.randint(0, 97, (1, 60), generator=torch.Generator().manual_seed(5))
+    outs = []
+    for rolling in (False, True):
+        cache, out = KVCache(model.cfg.n_layers, rolling=rolling), []
+        out.append(model(idx[:, :12], cache=cache)[0])
+        cache.rewind(6)  # before the window's cache rolled, both go back
+        out.append(model(idx[:, 6:12], cache=cache)[0])
+        for i in range(12, 60):  # a sliding window of 5 tokens after 2 sinks, shorter than the layers' window
+            cache.trim(5, first=2)
+            out.append(model(idx[:, i:i + 1], cache=cache)[0])
+        outs.append(torch.cat(out, dim=1))
+    torch.testing.assert_close(outs[1], outs[0], rtol=1e-5, atol=1e-5)
+
+
 def test_the_windowed_model_has_the_masked_models_gradients():
     model = tiny("rope", window=5).train()
     idx, targets = torch.randint(0, 97, (2, 2, 90), generator=torch.Generator().manual_seed(2))

@@ -22,7 +22,6 @@ from checkpoint import load_model, load_tokenizer  # noqa: E402
 from config import ModelConfig, PositionConfig, ScalingConfig, UserError  # noqa: E402
 from convert.to_hf import export  # noqa: E402
 from generate import generate_tokens  # noqa: E402
-from hf import checkpoints as hf  # noqa: E402
 from model.attention import KVCache  # noqa: E402
 from model.gpt import GPT  # noqa: E402
 from model.positions import check  # noqa: E402

@@ -18,6 +18,7 @@ A study's values.py registers its functions with `study = Study(__file__)` and t
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import re
@@ -66,6 +67,13 @@ class Study:
     def value(self, fn: Callable[[], str]) -> Callable[[], str]:
         self.values[fn.__name__] = fn
         return fn
+
+    def named(self, fn: Callable[[], dict[str, str]]) -> Callable[[], dict[str, str]]:
+        """A function giving many values at once, {name: value}: each registered, the function run once."""
+        once = functools.cache(fn)
+        for name in once():
+            self.values[name] = lambda name=name: once()[name]
+        return once
 
 
 def studies() -> dict[str, Study]:

@@ -79,3 +79,10 @@ def context_use_table(rows: list[dict], shown: list[tuple[str, str]], spans: lis
         cells += [cell(g, digits) if (g := gains(rows, label, a, b)) else "n/a" for a, b in spans]
         lines.append(f"| {name} | {len(books)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def nats(interval: tuple[float, float, float], rise: bool = False) -> str:
+    """A gain (mean, low, high) in nats with its 95% interval; `rise`: written as the rise of the loss, its negation."""
+    mean, low, high = (-interval[0], -interval[2], -interval[1]) if rise else interval
+    sign = "" if rise else "+"
+    return f"{mean:{sign}.3f} nats (95% interval {low:{sign}.3f} to {high:{sign}.3f})"

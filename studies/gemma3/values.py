@@ -1,11 +1,10 @@
 """The named values and tables of studies/gemma3/README.md, from its context-use rows (context-use/SPLIT) and the
 forward-pass benchmark (bench/)."""
-import functools
 import json
 
 from studies.report import Study
 from studies.stats import mean_interval
-from studies.tables import context_use_rows, context_use_table, gains, losses_by_book
+from studies.tables import context_use_rows, context_use_table, gains, losses_by_book, nats
 
 study = Study(__file__)
 NATIVE = "none"  # eval.context_use's label of the model as it is
@@ -24,11 +23,6 @@ def gain(short: int = SHORT, long: int | None = None, measured: list[dict] | Non
     """The mean over books of the loss with `short` tokens of context minus the loss with `long` (default the
     longest), and its 95% t interval over books, of the committed rows or of `measured`."""
     return mean_interval(gains(measured or rows(), NATIVE, short, long or contexts()[-1]))
-
-
-def nats(interval: tuple[float, float, float]) -> str:
-    mean, low, high = interval
-    return f"{mean:+.3f} nats (95% interval {low:+.3f} to {high:+.3f})"
 
 
 @study.table
@@ -54,7 +48,7 @@ def speedup(name: str) -> float:
     return speeds["ours, keys inside the window"] / speeds[name]
 
 
-@functools.cache
+@study.named
 def named() -> dict[str, str]:
     c, books = contexts(), losses_by_book(rows(), NATIVE)
     case = bench()
@@ -67,7 +61,3 @@ def named() -> dict[str, str]:
             "speedup_transformers": f"{speedup('transformers Gemma3 (sdpa)'):.2f}",
             "speedup_mask": f"{speedup('ours, (T, S) mask'):.2f}",
             "logit_difference": f"{case['max_logit_difference']['peer']:.0e}"}
-
-
-for _name in named():
-    study.values[_name] = lambda name=_name: named()[name]

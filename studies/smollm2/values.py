@@ -1,5 +1,4 @@
 """The named values and tables of studies/smollm2/README.md, from its rows, extend/ and passkey-fine-tune/."""
-import functools
 import json
 
 import yaml
@@ -7,7 +6,7 @@ import yaml
 from eval.results.rows import previous_rows
 from studies.report import Study
 from studies.stats import mean_interval, wilson
-from studies.tables import context_use_rows, context_use_table, gains, losses_by_book
+from studies.tables import context_use_rows, context_use_table, gains, losses_by_book, nats
 
 study = Study(__file__)
 # each curve as the page names it: the rows' scaling or context method (one run each), the table's name
@@ -100,13 +99,6 @@ def cu_gain(short: int, long: int, label: str = "none", measured: list[dict] | N
     return mean_interval(gains(measured or cu_rows(), label, short, long))
 
 
-def nats(interval: tuple[float, float, float], rise: bool = False) -> str:
-    """A gain (mean, low, high) in nats with its interval; `rise`: written as the rise of the loss, its negation."""
-    mean, low, high = (-interval[0], -interval[2], -interval[1]) if rise else interval
-    sign = "" if rise else "+"
-    return f"{mean:{sign}.3f} nats (95% interval {low:{sign}.3f} to {high:{sign}.3f})"
-
-
 @study.table
 def context_use() -> str:
     c = cu_contexts()
@@ -118,7 +110,7 @@ def extend(run: str) -> tuple[dict, list[dict]]:  # a fine-tune's config and tra
     return config, [json.loads(line) for line in (study.folder / "extend" / f"{run}.jsonl").read_text().splitlines()]
 
 
-@functools.cache
+@study.named
 def named() -> dict[str, str]:
     """Every named value on the page, from the rows."""
     same, keys = curves(ppl_rows()), cells(key_rows())
@@ -143,7 +135,3 @@ def named() -> dict[str, str]:
     for k, run in (("yarn_ft", "smollm2-yarn"), ("pi_ft", "smollm2-pi")):
         out[f"val_{k}"] = f"{[r['val_loss'] for r in extend(run)[1] if r.get('val_loss') is not None][-1]:.3f}"
     return out
-
-
-for _name in named():
-    study.values[_name] = lambda name=_name: named()[name]

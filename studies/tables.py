@@ -64,22 +64,34 @@ def gains(rows: list[dict], label: str, short: int, long: int) -> list[float]:
     return [b[short] - b[long] for b in losses_by_book(rows, label).values() if short in b and long in b]
 
 
-def context_use_table(rows: list[dict], shown: list[tuple[str, str]], spans: list[tuple[int, int]],
-                      digits: int = 3) -> str:
-    """One line per (variant label, its name on the page): the books measured, the mean loss of the same targets with
-    each c of context, and for each (short, long) of `spans` the gain from short to long tokens of context, each with
-    its 95% t interval over books (a gain is paired: the same book's targets at both)."""
-    contexts = sorted({r["context_tokens"] for r in rows})
-    lines = ["| model or method | books | " + " | ".join(f"c = {c:,}" for c in contexts) + " | "
-             + " | ".join(f"gain {a:,} to {b:,}" for a, b in spans) + " |",
-             "|---|---:|" + "---:|" * (len(contexts) + len(spans))]
-    for label, name in shown:
+def below_floor(rows: list[dict], label: str, long: int, floor: tuple[list[dict], str, int]) -> list[float]:
+    """Per book, the floor's loss (its rows, label and c: a model reading nothing past L) minus the loss with `long`
+    tokens of context (> 0: the long context does better than the floor), over the books measured at both."""
+    below = losses_by_book(*floor[:2])
+    return [below[book][floor[2]] - b[long] for book, b in losses_by_book(rows, label).items()
+            if long in b and floor[2] in below.get(book, {})]
+
+
+def context_use_table(shown: list[tuple], contexts: list[int], spans: list[tuple[int, int]], digits: int = 3) -> str:
+    """One line per (its name on the page, rows, the variant's label in them, its floor or None) measured at all: the
+    books, the mean loss of the same targets with each c of `contexts`, for each (short, long) of `spans` the gain from
+    short to long tokens of context (paired: the same book's targets), and the gain at the longest c over the floor
+    (`below_floor`), each with its 95% t interval over books."""
+    floors = any(floor for *_, floor in shown)
+    heads = [f"c = {c:,}" for c in contexts] + [f"gain {a:,} to {b:,}" for a, b in spans]
+    heads += [f"gain at {contexts[-1]:,} over the floor"] if floors else []
+    lines = ["| model or method | books | " + " | ".join(heads) + " |", "|---|---:|" + "---:|" * len(heads)]
+    for name, rows, label, floor in shown:
         books = losses_by_book(rows, label)
+        if not books:
+            continue
         cells = [cell(v, digits) if (v := [b[c] for b in books.values() if c in b]) else "n/a" for c in contexts]
         cells += [cell(g, digits) if (g := gains(rows, label, a, b)) else "n/a" for a, b in spans]
+        if floors:
+            over = floor and below_floor(rows, label, contexts[-1], floor)
+            cells.append(cell(over, digits) if over else "n/a")
         lines.append(f"| {name} | {len(books)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
 
 def nats(interval: tuple[float, float, float], rise: bool = False) -> str:
     """A gain (mean, low, high) in nats with its 95% interval; `rise`: written as the rise of the loss, its negation."""

@@ -86,8 +86,29 @@ def test_smollm2s_pieces_rebuild_the_model_from_the_parts_then_train_and_measure
     assert context.count("-m eval.ruler") == 3 and "--lengths 4096,8192,16384,32768 --trials 20" in context
 
 
+def test_gemma3s_pieces_rebuild_it_from_the_parts_then_measure_past_32k_per_scaling_and_layers():
+    def dry_run(piece, *settings):
+        return " ".join(make("-n", piece, "ALLOW_CPU=1", *settings).stdout.replace("\\\n", " ").split())
+    long = dry_run("gpu-gemma3-long", "GEMMA3_RUN=/nowhere/run", "GEMMA3=/nowhere/hf")
+    assert "cat .gpu-data/gemma3/part-* | tar -xJf - -C .gpu-data/gemma3/unpacked" in long
+    assert ("a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818 .gpu-data/gemma3/unpacked/"
+            "gemma-3-270m-q4_k_m.gguf\" | sha256sum -c --quiet") in long  # the rebuilt file checked before it is read
+    assert "python3 -m hf.gguf .gpu-data/gemma3/unpacked/gemma-3-270m-q4_k_m.gguf /nowhere/hf" in long
+    assert "python3 -m convert.to_run hf:/nowhere/hf /nowhere/run" in long
+    uses = [line for line in long.split("&&") if "-m eval.context_use" in line]
+    # 65k (s = 2) and 131k (s = 4) read, two splits, unscaled, linear and YaRN on the global layers and on all, sinks
+    assert len(uses) == 2 * 2 * 6
+    assert sum("--contexts 768,1792,3840,7936,16128,32512,130816 " in line for line in uses) == 12
+    assert sum("--scaling yarn:all --split val" in line and "context-65280/val" in line for line in uses) == 1
+    assert sum("--context-method sinks" in line for line in uses) == 4
+    dynamic = dry_run("gpu-gemma3-dynamic")
+    assert dynamic.count("-m eval.context_use") == 8 and dynamic.count("--scaling dynamic:all") == 4
+    passkey = dry_run("gpu-gemma3-passkey")
+    assert passkey.count("-m eval.passkey") == 6 and "--lengths 32768,65536,131072 --depths 0,0.5,1" in passkey
+
+
 PIECES = ["gpu-tests-bench", "gpu-profile", "gpu-profile-modes", "gpu-speed", "gpu-bench-biases", "gpu-smollm2-extend",
-          "gpu-smollm2-eval", "gpu-smollm2-context"]
+          "gpu-smollm2-eval", "gpu-smollm2-context", "gpu-gemma3-long", "gpu-gemma3-dynamic", "gpu-gemma3-passkey"]
 
 
 @pytest.mark.parametrize("piece", PIECES)

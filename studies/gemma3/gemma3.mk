@@ -61,9 +61,9 @@ gemma3-context-use: $(GEMMA3_RUN)/config.yaml  ## Gemma 3's context use on 8 boo
 # Past its context: the same targets with c + targets = 65,536 tokens read, training-free linear (s = 2) and YaRN on
 # the global layers only (Gemma 3's way: --scaling linear) against the same on every layer (linear:all), and sinks.
 # About 6 minutes a forward of 65k tokens on 2 cores, so hours in all: a background job that resumes book by book
-# (GEMMA3_LONG_VARIANTS one after another). Gemma's four wheels (238 MB) are more than a GPU command carries.
+# (GEMMA3_LONG_VARIANTS one after another); on a GPU, gpu-gemma3-long below, to 131k too.
 GEMMA3_LONG_CONTEXTS ?= $(GEMMA3_CU_CONTEXTS),65280
-GEMMA3_LONG_VARIANTS ?= linear linear:all yarn yarn:all sinks
+GEMMA3_LONG_VARIANTS ?= linear linear:all yarn yarn:all sinks none dynamic dynamic:all
 
 gemma3-context-long: $(GEMMA3_RUN)/config.yaml  ## Gemma 3 past 32k: global-only against all-layer scalings and sinks at 65k (hours; resumes book by book)
 	for variant in $(GEMMA3_LONG_VARIANTS); do for split in $(GEMMA3_CU_SPLITS); do \
@@ -71,3 +71,56 @@ gemma3-context-long: $(GEMMA3_RUN)/config.yaml  ## Gemma 3 past 32k: global-only
 		$(RUN_PY) -m eval.context_use $(GEMMA3_RUN) --targets $(GEMMA3_CU_TARGETS) --contexts $(GEMMA3_LONG_CONTEXTS) \
 			--data $(GEMMA3_DATA) $$how --split $$split --resume --out studies/gemma3/context-long/$$split || exit 1; \
 		done; done
+
+# Past 32k on a GPU (a 131k forward takes about 20 minutes on 2 cores): the same targets with c + targets = 65,536
+# (s = 2) and 131,072 tokens read (s = 4, every c), each scaling on the global layers against the same on every layer,
+# unscaled and sinks beside them (gpu-gemma3-long), dynamic NTK likewise (gpu-gemma3-dynamic), then the passkey to
+# 131k at three depths (gpu-gemma3-passkey). The GGUF, the gguf package and the books
+# travel in one xz archive cut into parts: `make gpu-gemma3-parts` here writes .gpu-data/gemma3/part-aa, -ab ...;
+# carry one part a device command on the warm machine (the first ones with `true`), the last with gpu-gemma3-long,
+# and gpu-gemma3-passkey after it; rows come back under $(GPU_GEMMA3_REPORT) (tar it into $$OUT).
+GPU_GEMMA3_PARTS ?= .gpu-data/gemma3
+GPU_GEMMA3_UNPACKED = $(GPU_GEMMA3_PARTS)/unpacked
+GPU_GEMMA3_DATA = $(GPU_GEMMA3_UNPACKED)/gutenberg
+GPU_GEMMA3_REPORT ?= studies/gemma3/gpu
+GPU_GEMMA3_LONGEST ?= 65280 130816
+GPU_GEMMA3_VARIANTS ?= none linear linear:all yarn yarn:all sinks
+GPU_GEMMA3_DYNAMIC ?= dynamic dynamic:all  # decoded through the cache a chunk at a time: a piece of their own
+GPU_GEMMA3_PASSKEY ?= 32768,65536,131072
+GPU_GEMMA3_PASSKEY_VARIANTS ?= none linear linear:all yarn yarn:all sinks
+GPU_GEMMA3_TRIALS ?= 20
+gemma3_how = $(if $(filter sinks,$(1)),--context-method sinks,--scaling $(1))
+gemma3_long = $(foreach c,$(GPU_GEMMA3_LONGEST),$(foreach s,$(GEMMA3_CU_SPLITS),$(foreach v,$(1),\
+	$(GPU_PY) -m eval.context_use $(GEMMA3_RUN) --targets $(GEMMA3_CU_TARGETS) --contexts $(GEMMA3_CU_CONTEXTS),$(c) \
+	--data $(GPU_GEMMA3_DATA) $(call gemma3_how,$(v)) --split $(s) --resume --out $(GPU_GEMMA3_REPORT)/context-$(c)/$(s) \
+	&& ))) true
+
+gpu-gemma3-parts: $(GEMMA3_GGUF)  ## Gemma 3's GGUF, the gguf package and the books in parts a device command carries
+	test -d ../shared/corpora/gutenberg || { echo "error: ../shared/corpora/gutenberg is not beside this checkout"; exit 2; }
+	rm -rf $(GPU_GEMMA3_PARTS) && mkdir -p $(GPU_GEMMA3_PARTS)
+	$(PY) -m pip download -q --no-deps --only-binary :all: -d $(GPU_GEMMA3_PARTS) gguf==$(GPU_GGUF_VERSION)
+	tar -cJf - -C $(GEMMA3_CACHE) $(notdir $(GEMMA3_GGUF)) -C $(abspath $(GPU_GEMMA3_PARTS)) \
+		gguf-$(GPU_GGUF_VERSION)-py3-none-any.whl -C $(abspath ../shared/corpora) gutenberg \
+		| split -b 46M - $(GPU_GEMMA3_PARTS)/part-
+	rm $(GPU_GEMMA3_PARTS)/gguf-*.whl && ls -l $(GPU_GEMMA3_PARTS)
+
+gpu-gemma3-long: gpu-cuda  ## Gemma 3 rebuilt from the carried parts, then the same targets at 65k and 131k per scaling and layers
+	@ls $(GPU_GEMMA3_PARTS)/part-* > /dev/null || { echo "error: $(GPU_GEMMA3_PARTS) holds no parts: make \
+		gpu-gemma3-parts here, and carry them"; exit 2; }
+	test -d $(GPU_GEMMA3_DATA) || { mkdir -p $(GPU_GEMMA3_UNPACKED) && cat $(GPU_GEMMA3_PARTS)/part-* \
+		| tar -xJf - -C $(GPU_GEMMA3_UNPACKED); }
+	test -f $(GEMMA3_RUN)/config.yaml || { echo "$(GEMMA3_SHA256)  $(GPU_GEMMA3_UNPACKED)/$(notdir $(GEMMA3_GGUF))" \
+		| sha256sum -c --quiet && $(GPU_PY) -m zipfile -e $(GPU_GEMMA3_UNPACKED)/gguf-*.whl $(GPU_GEMMA3_UNPACKED)/site \
+		&& PYTHONPATH=$(GPU_GEMMA3_UNPACKED)/site $(GPU_PY) -m hf.gguf \
+			$(GPU_GEMMA3_UNPACKED)/$(notdir $(GEMMA3_GGUF)) $(GEMMA3) \
+		&& $(GPU_PY) -m convert.to_run hf:$(GEMMA3) $(GEMMA3_RUN); }
+	$(call gemma3_long,$(GPU_GEMMA3_VARIANTS))
+
+gpu-gemma3-dynamic: gpu-cuda  ## after gpu-gemma3-long on the warm machine: dynamic NTK on the global layers and on all, at 65k and 131k
+	$(call gemma3_long,$(GPU_GEMMA3_DYNAMIC))
+
+gpu-gemma3-passkey: gpu-cuda  ## after gpu-gemma3-long on the warm machine: the passkey to 131k at three depths per scaling and layers
+	$(foreach v,$(GPU_GEMMA3_PASSKEY_VARIANTS),$(GPU_PY) -m eval.passkey $(GEMMA3_RUN) --lengths $(GPU_GEMMA3_PASSKEY) \
+		--depths 0,0.5,1 --trials $(GPU_GEMMA3_TRIALS) $(call gemma3_how,$(v)) --out $(GPU_GEMMA3_REPORT)/passkey --resume && ) true
+
+.PHONY: gpu-gemma3-parts gpu-gemma3-long gpu-gemma3-dynamic gpu-gemma3-passkey

@@ -28,7 +28,7 @@ def gain(short: int = SHORT, long: int | None = None, measured: list[dict] | Non
 @study.table
 def context_use() -> str:
     c = contexts()
-    return context_use_table(rows(), [(NATIVE, "Gemma 3 270M, as it is")], [(c[0], SHORT), (SHORT, c[-1])])
+    return context_use_table([("Gemma 3 270M, as it is", rows(), NATIVE, None)], c, [(c[0], SHORT), (SHORT, c[-1])])
 
 
 def bench() -> dict:

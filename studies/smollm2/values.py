@@ -4,6 +4,7 @@ import json
 import yaml
 
 from eval.results.rows import previous_rows
+from studies.gemma3 import values as gemma3
 from studies.report import Study
 from studies.stats import mean_interval, wilson
 from studies.tables import context_use_rows, context_use_table, gains, losses_by_book, nats
@@ -87,22 +88,39 @@ def cu_rows() -> list[dict]:
 
 
 CU_SHORT = 7936  # c + the 256 targets = 8,192 tokens read: L
-CU_NAMES = {"none": "no scaling"}  # eval.context_use's labels measured so far, as the page names them
+BASE = "SmolLM2-135M-Instruct-Q4_1"
+# the context-use table's lines: (its name, the run, eval.context_use's label of the variant in its rows)
+CU_LINES = {"none": ("no scaling", BASE, "none"), "sinks": ("attention sinks", BASE, "sinks"),
+            "pi": ("PI", BASE, "linear (s = 2)"), "ntk": ("NTK", BASE, "ntk (s = 2)"),
+            "yarn": ("YaRN", BASE, "yarn (s = 2)"), "dynamic": ("dynamic NTK", BASE, "dynamic (s = T/L, cached)"),
+            "dynamic_yarn": ("dynamic YaRN", BASE, "dynamic-yarn (s = T/L, cached)"),
+            "yarn_ft": ("YaRN fine-tune", "smollm2-yarn", "yarn"), "pi_ft": ("PI fine-tune", "smollm2-pi", "linear"),
+            "control": ("control fine-tune", "smollm2-continued", "none")}
 
 
 def cu_contexts() -> list[int]:
     return sorted({r["context_tokens"] for r in cu_rows()})
 
 
-def cu_gain(short: int, long: int, label: str = "none", measured: list[dict] | None = None):
+def cu_of(line: str) -> tuple[list[dict], str]:
+    """The rows of one line of CU_LINES (its run's) and its label in them."""
+    _, run, label = CU_LINES[line]
+    return [r for r in cu_rows() if r["run"] == run], label
+
+
+def cu_gain(short: int, long: int, line: str = "none", measured: list[dict] | None = None):
     """The mean over books of the loss with `short` tokens of context minus the loss with `long`, its 95% interval."""
-    return mean_interval(gains(measured or cu_rows(), label, short, long))
+    rows, label = cu_of(line)
+    return mean_interval(gains(measured or rows, label, short, long))
 
 
 @study.table
 def context_use() -> str:
     c = cu_contexts()
-    return context_use_table(cu_rows(), [(k, v) for k, v in CU_NAMES.items()], [(c[0], CU_SHORT), (CU_SHORT, c[-1])])
+    floor = (*cu_of("none"), CU_SHORT)  # the base model reading its context of L and nothing before it
+    shown = [(name, *cu_of(line), floor) for line, (name, _, _) in CU_LINES.items()]
+    shown.append(("Gemma 3 270M, trained at 32k", gemma3.rows(), gemma3.NATIVE, None))  # the positive control
+    return context_use_table(shown, c, [(c[0], CU_SHORT), (CU_SHORT, c[-1])])
 
 
 def extend(run: str) -> tuple[dict, list[dict]]:  # a fine-tune's config and training log
@@ -129,7 +147,7 @@ def named() -> dict[str, str]:
         out |= {f"{x}_{who}_{n}_{DEPTHS[depth]}": y for x, y in (
             ("keys", f"{r['hits']}/{r['trials']}"), ("ci", ci(r)), ("held", str(r.get("held"))))}
     c = cu_contexts()
-    out |= {"cu_targets": str(cu_rows()[0]["targets"]), "cu_books": str(len(losses_by_book(cu_rows(), "none"))),
+    out |= {"cu_targets": str(cu_rows()[0]["targets"]), "cu_books": str(len(losses_by_book(*cu_of("none")))),
             "cu_short": f"{CU_SHORT:,}", "cu_long": f"{c[-1]:,}", "cu_shortest": f"{c[0]:,}",
             "cu_loss_past_L": nats(cu_gain(CU_SHORT, c[-1]), rise=True), "cu_gain_to_L": nats(cu_gain(c[0], CU_SHORT))}
     for k, run in (("yarn_ft", "smollm2-yarn"), ("pi_ft", "smollm2-pi")):

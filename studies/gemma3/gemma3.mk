@@ -123,4 +123,22 @@ gpu-gemma3-passkey: gpu-cuda  ## after gpu-gemma3-long on the warm machine: the 
 	$(foreach v,$(GPU_GEMMA3_PASSKEY_VARIANTS),$(GPU_PY) -m eval.passkey $(GEMMA3_RUN) --lengths $(GPU_GEMMA3_PASSKEY) \
 		--depths 0,0.5,1 --trials $(GPU_GEMMA3_TRIALS) $(call gemma3_how,$(v)) --out $(GPU_GEMMA3_REPORT)/passkey --resume && ) true
 
-.PHONY: gpu-gemma3-parts gpu-gemma3-long gpu-gemma3-dynamic gpu-gemma3-passkey
+# The fine-tune past 32k (configs/gemma3-extend.yaml: linear s = 4 on the global layers, as the Gemma 3 report
+# extended its larger models) at full windows of GPU_GEMMA3_WINDOW tokens on the warm machine after gpu-gemma3-long,
+# GPU_GEMMA3_STEPS steps (13M tokens), then its context use at 131k on the same targets. On 2 cores a step of one
+# 2,048-token PoSE window took 160-230 s (with another evaluation sharing the cores): an hour there is some 20 steps.
+GPU_GEMMA3_WINDOW ?= 131072
+GPU_GEMMA3_STEPS ?= 100
+GPU_GEMMA3_RUNS ?= runs/gemma3-extend-gpu
+
+gpu-gemma3-extend: gpu-cuda  ## after gpu-gemma3-long: Gemma 3 fine-tuned at full 131k windows, its global layers scaled, then its context use at 131k
+	$(GPU_PY) train.py --config configs/gemma3-extend.yaml run.out_dir=$(GPU_GEMMA3_RUNS) train.init_from=hf:$(GEMMA3) \
+		data.source=$(GPU_GEMMA3_DATA) train.seq_len=$(GPU_GEMMA3_WINDOW) train.eval_tokens=$(GPU_GEMMA3_WINDOW) \
+		train.max_steps=$(GPU_GEMMA3_STEPS) "train.positions={type: contiguous}" $(GPU_ARGS) --resume
+	mkdir -p $(GPU_GEMMA3_REPORT)/extend && cp $(GPU_GEMMA3_RUNS)/gemma3-linear/metrics.jsonl \
+		$(GPU_GEMMA3_RUNS)/gemma3-linear/config.yaml $(GPU_GEMMA3_REPORT)/extend/
+	$(foreach s,$(GEMMA3_CU_SPLITS),$(GPU_PY) -m eval.context_use $(GPU_GEMMA3_RUNS)/gemma3-linear \
+		--targets $(GEMMA3_CU_TARGETS) --contexts $(GEMMA3_CU_CONTEXTS),130816 --data $(GPU_GEMMA3_DATA) --split $(s) \
+		--resume --out $(GPU_GEMMA3_REPORT)/context-130816/$(s) && ) true
+
+.PHONY: gpu-gemma3-parts gpu-gemma3-long gpu-gemma3-dynamic gpu-gemma3-passkey gpu-gemma3-extend

@@ -2,6 +2,8 @@
 forward-pass benchmark (bench/)."""
 import json
 
+import yaml
+
 from studies.report import Study
 from studies.stats import mean_interval
 from studies.tables import context_use_rows, context_use_table, gains, losses_by_book, nats
@@ -48,6 +50,23 @@ def speedup(name: str) -> float:
     return speeds["ours, keys inside the window"] / speeds[name]
 
 
+def pilot() -> tuple[list[float], int]:
+    """The CPU pilot of configs/gemma3-extend.yaml: each step's seconds (its wall clock's steps apart), tokens a step."""
+    log = [json.loads(line) for line in (study.folder / "pilot" / "metrics.jsonl").read_text().splitlines()]
+    walls = [0.0] + [r["wall_s"] for r in log]
+    train = yaml.safe_load((study.folder / "pilot" / "config.yaml").read_text())["train"]
+    return [b - a for a, b in zip(walls, walls[1:])], train["seq_len"] * train["batch_size"] * train["grad_accum"]
+
+
+def pilot_values() -> dict[str, str]:
+    steps, tokens = pilot()
+    hour = 3600 / (sum(steps) / len(steps))
+    from studies.smollm2.values import named as smollm2
+    return {"pilot_steps": str(len(steps)), "pilot_fastest": f"{min(steps):.0f}", "pilot_slowest": f"{max(steps):.0f}",
+            "pilot_window": f"{tokens:,}", "hour_steps": f"{hour:.0f}", "hour_tokens": f"{hour * tokens / 1000:.0f}k",
+            "hour_share": f"{100 * hour * tokens / int(smollm2()['ft_tokens'].replace(',', '')):.0f}%"}
+
+
 @study.named
 def named() -> dict[str, str]:
     c, books = contexts(), losses_by_book(rows(), NATIVE)
@@ -60,4 +79,4 @@ def named() -> dict[str, str]:
             "sliding_layers": str(case["layers"]), "layers": str(case["n_layers"]),
             "speedup_transformers": f"{speedup('transformers Gemma3 (sdpa)'):.2f}",
             "speedup_mask": f"{speedup('ours, (T, S) mask'):.2f}",
-            "logit_difference": f"{case['max_logit_difference']['peer']:.0e}"}
+            "logit_difference": f"{case['max_logit_difference']['peer']:.0e}"} | pilot_values()

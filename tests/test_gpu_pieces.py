@@ -105,6 +105,8 @@ def test_gemma3s_pieces_rebuild_it_from_the_parts_then_measure_past_32k_per_scal
     assert dynamic.count("-m eval.context_use") == 8 and dynamic.count("--scaling dynamic:all") == 4
     passkey = dry_run("gpu-gemma3-passkey")
     assert passkey.count("-m eval.passkey") == 6 and "--lengths 32768,65536,131072 --depths 0,0.5,1" in passkey
+    ruler = dry_run("gpu-gemma3-ruler") + dry_run("gpu-gemma3-ruler-long")
+    assert "--lengths 4096,8192,16384,32768 --trials 10" in ruler and "--scaling linear,linear:all" in ruler
     extend = dry_run("gpu-gemma3-extend")  # full windows of 131k, then the fine-tune on the same targets at 131k
     assert "train.seq_len=131072 train.eval_tokens=131072 train.max_steps=100" in extend
     assert extend.count("-m eval.context_use runs/gemma3-extend-gpu/gemma3-linear") == 2
@@ -112,7 +114,7 @@ def test_gemma3s_pieces_rebuild_it_from_the_parts_then_measure_past_32k_per_scal
 
 PIECES = ["gpu-tests-bench", "gpu-profile", "gpu-profile-modes", "gpu-speed", "gpu-bench-biases", "gpu-smollm2-extend",
           "gpu-smollm2-eval", "gpu-smollm2-context", "gpu-gemma3-long", "gpu-gemma3-dynamic", "gpu-gemma3-passkey",
-          "gpu-gemma3-extend"]
+          "gpu-gemma3-ruler", "gpu-gemma3-ruler-long", "gpu-gemma3-extend"]
 
 
 @pytest.mark.parametrize("piece", PIECES)

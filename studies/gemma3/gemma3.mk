@@ -123,6 +123,20 @@ gpu-gemma3-passkey: gpu-cuda  ## after gpu-gemma3-long on the warm machine: the 
 	$(foreach v,$(GPU_GEMMA3_PASSKEY_VARIANTS),$(GPU_PY) -m eval.passkey $(GEMMA3_RUN) --lengths $(GPU_GEMMA3_PASSKEY) \
 		--depths 0,0.5,1 --trials $(GPU_GEMMA3_TRIALS) $(call gemma3_how,$(v)) --out $(GPU_GEMMA3_REPORT)/passkey --resume && ) true
 
+# RULER's tasks (eval.ruler) on the warm machine: natively at 4k-32k (the positive control of studies/smollm2's
+# effective length), then past 32k with linear on the global layers against on all (s = length / L).
+GPU_GEMMA3_RULER ?= 4096,8192,16384,32768
+GPU_GEMMA3_RULER_LONG ?= 65536,131072
+GPU_GEMMA3_RULER_TRIALS ?= 10
+
+gpu-gemma3-ruler: gpu-cuda  ## after gpu-gemma3-long: RULER's tasks natively at 4k-32k
+	$(GPU_PY) -m eval.ruler $(GEMMA3_RUN) --lengths $(GPU_GEMMA3_RULER) --trials $(GPU_GEMMA3_RULER_TRIALS) \
+		--data $(GPU_GEMMA3_DATA) --out $(GPU_GEMMA3_REPORT)/ruler --resume
+
+gpu-gemma3-ruler-long: gpu-cuda  ## after gpu-gemma3-long: RULER's tasks at 65k and 131k, linear on the global layers against all
+	$(GPU_PY) -m eval.ruler $(GEMMA3_RUN) --lengths $(GPU_GEMMA3_RULER_LONG) --trials $(GPU_GEMMA3_RULER_TRIALS) \
+		--scaling linear,linear:all --data $(GPU_GEMMA3_DATA) --out $(GPU_GEMMA3_REPORT)/ruler --resume
+
 # The fine-tune past 32k (configs/gemma3-extend.yaml: linear s = 4 on the global layers, as the Gemma 3 report
 # extended its larger models) at full windows of GPU_GEMMA3_WINDOW tokens on the warm machine after gpu-gemma3-long,
 # GPU_GEMMA3_STEPS steps (13M tokens), then its context use at 131k on the same targets. On 2 cores a step of one
@@ -141,4 +155,5 @@ gpu-gemma3-extend: gpu-cuda  ## after gpu-gemma3-long: Gemma 3 fine-tuned at ful
 		--targets $(GEMMA3_CU_TARGETS) --contexts $(GEMMA3_CU_CONTEXTS),130816 --data $(GPU_GEMMA3_DATA) --split $(s) \
 		--resume --out $(GPU_GEMMA3_REPORT)/context-130816/$(s) && ) true
 
-.PHONY: gpu-gemma3-parts gpu-gemma3-long gpu-gemma3-dynamic gpu-gemma3-passkey gpu-gemma3-extend
+.PHONY: gpu-gemma3-parts gpu-gemma3-long gpu-gemma3-dynamic gpu-gemma3-passkey gpu-gemma3-ruler \
+	gpu-gemma3-ruler-long gpu-gemma3-extend

@@ -18,8 +18,10 @@ def curve(rows: list[dict], run: str, label: str) -> dict[int, list[dict]]:
     return found
 
 
-def cell(values: list[float], digits: int) -> str:
+def cell(values: list[float], digits: int, lowest: float | None = None) -> str:
+    """The mean and its 95% t interval over the units of `values`, the interval cut at `lowest` (a share's 0)."""
     mean, low, high = mean_interval(values)
+    low = low if lowest is None else max(low, lowest)
     if len(values) < 2:
         return f"{mean:.{digits}f}"
     between = " to " if low < 0 else "-"  # "-41.1-1840.6" would read as a range from a negative to a negative
@@ -72,14 +74,26 @@ def below_floor(rows: list[dict], label: str, long: int, floor: tuple[list[dict]
             if long in b and floor[2] in below.get(book, {})]
 
 
+def key_shares(rows: list[dict], label: str) -> list[float]:
+    """Per book, the share (%) of its target tokens whose log-probability rises by the rows' margin or more from the
+    short context to the long (LongPPL's key tokens, Fang et al., arXiv 2410.23771), where the rows have both."""
+    spans: dict[str, dict[int, float]] = {}
+    for r in rows:
+        if curve_label(r) == label and r.get("key_share") is not None:
+            spans.setdefault(f"{r['split']}/{r['document']}", {})[r["span"]] = 100 * r["key_share"]
+    return [sum(v.values()) / len(v) for v in spans.values()]
+
+
 def context_use_table(shown: list[tuple], contexts: list[int], spans: list[tuple[int, int]], digits: int = 3) -> str:
     """One line per (its name on the page, rows, the variant's label in them, its floor or None) measured at all: the
     books, the mean loss of the same targets with each c of `contexts`, for each (short, long) of `spans` the gain from
     short to long tokens of context (paired: the same book's targets), and the gain at the longest c over the floor
-    (`below_floor`), each with its 95% t interval over books."""
+    (`below_floor`), and the share of key tokens (`key_shares`), each with its 95% t interval over books."""
     floors = any(floor for *_, floor in shown)
+    keys = any(key_shares(rows, label) for _, rows, label, _ in shown)
     heads = [f"c = {c:,}" for c in contexts] + [f"gain {a:,} to {b:,}" for a, b in spans]
     heads += [f"gain at {contexts[-1]:,} over the floor"] if floors else []
+    heads += ["key tokens, %"] if keys else []
     lines = ["| model or method | books | " + " | ".join(heads) + " |", "|---|---:|" + "---:|" * len(heads)]
     for name, rows, label, floor in shown:
         books = losses_by_book(rows, label)
@@ -90,6 +104,8 @@ def context_use_table(shown: list[tuple], contexts: list[int], spans: list[tuple
         if floors:
             over = floor and below_floor(rows, label, contexts[-1], floor)
             cells.append(cell(over, digits) if over else "n/a")
+        if keys:
+            cells.append(cell(share, 1, lowest=0.0) if (share := key_shares(rows, label)) else "n/a")
         lines.append(f"| {name} | {len(books)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

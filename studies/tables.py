@@ -8,6 +8,11 @@ from eval.results.rows import curve_label, curves, previous_rows
 from studies.stats import mean_interval
 
 
+def trained_tokens(train: dict) -> int:
+    """The tokens a fine-tune's train section sees: steps x window x batch x accumulation."""
+    return train["max_steps"] * train["seq_len"] * train["batch_size"] * train["grad_accum"]
+
+
 def ppl_rows(folder: Path) -> list[dict]:
     return previous_rows(folder / "results.json", "eval.extrapolation", "ppl")
 

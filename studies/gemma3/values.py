@@ -6,7 +6,7 @@ import yaml
 
 from studies.report import Study
 from studies.stats import mean_interval
-from studies.tables import context_use_rows, context_use_table, gains, losses_by_book, nats
+from studies.tables import context_use_rows, context_use_table, gains, losses_by_book, nats, trained_tokens
 
 study = Study(__file__)
 NATIVE = "none"  # eval.context_use's label of the model as it is
@@ -50,21 +50,22 @@ def speedup(name: str) -> float:
     return speeds["ours, keys inside the window"] / speeds[name]
 
 
-def pilot() -> tuple[list[float], int]:
-    """The CPU pilot of configs/gemma3-extend.yaml: each step's seconds (its wall clock's steps apart), tokens a step."""
-    log = [json.loads(line) for line in (study.folder / "pilot" / "metrics.jsonl").read_text().splitlines()]
-    walls = [0.0] + [r["wall_s"] for r in log]
-    train = yaml.safe_load((study.folder / "pilot" / "config.yaml").read_text())["train"]
-    return [b - a for a, b in zip(walls, walls[1:])], train["seq_len"] * train["batch_size"] * train["grad_accum"]
+def train_section(path) -> dict:
+    return yaml.safe_load(path.read_text())["train"]
 
 
 def pilot_values() -> dict[str, str]:
-    steps, tokens = pilot()
+    """The CPU pilot of configs/gemma3-extend.yaml (pilot/: each step's seconds its wall clock's steps apart) against
+    the tokens of studies/smollm2's PoSE fine-tunes."""
+    log = [json.loads(line) for line in (study.folder / "pilot" / "metrics.jsonl").read_text().splitlines()]
+    walls = [0.0] + [r["wall_s"] for r in log]
+    steps = [b - a for a, b in zip(walls, walls[1:])]
+    window = trained_tokens(train_section(study.folder / "pilot" / "config.yaml") | {"max_steps": 1})
     hour = 3600 / (sum(steps) / len(steps))
-    from studies.smollm2.values import named as smollm2
+    smollm2 = trained_tokens(train_section(study.folder.parent / "smollm2" / "extend" / "smollm2-yarn.yaml"))
     return {"pilot_steps": str(len(steps)), "pilot_fastest": f"{min(steps):.0f}", "pilot_slowest": f"{max(steps):.0f}",
-            "pilot_window": f"{tokens:,}", "hour_steps": f"{hour:.0f}", "hour_tokens": f"{hour * tokens / 1000:.0f}k",
-            "hour_share": f"{100 * hour * tokens / int(smollm2()['ft_tokens'].replace(',', '')):.0f}%"}
+            "pilot_window": f"{window:,}", "hour_steps": f"{hour:.0f}", "hour_tokens": f"{hour * window / 1000:.0f}k",
+            "hour_share": f"{100 * hour * window / smollm2:.0f}%"}
 
 
 @study.named

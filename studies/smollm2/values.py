@@ -7,7 +7,7 @@ from eval.results.rows import previous_rows
 from studies.gemma3 import values as gemma3
 from studies.report import Study
 from studies.stats import mean_interval, wilson
-from studies.tables import context_use_rows, context_use_table, gains, losses_by_book, nats
+from studies.tables import context_use_rows, context_use_table, gains, losses_by_book, nats, trained_tokens
 
 study = Study(__file__)
 # each curve as the page names it: the rows' scaling or context method (one run each), the table's name
@@ -136,7 +136,7 @@ def named() -> dict[str, str]:
     t, sinks = config["train"], next(r["context"] for r in ppl_rows() if r["scaling"] == "sinks")
     again = next(r["ppl"] for r in ppl_rows("passkey-fine-tune/results.json") if r["length"] == L)  # trained again
     out = {"L": f"{L:,}", "two_L": f"{2 * L:,}", "four_L": f"{4 * L:,}", "steps": f"{t['max_steps']:,}",
-           "ft_tokens": f"{t['max_steps'] * t['seq_len'] * t['batch_size'] * t['grad_accum']:,}",
+           "ft_tokens": f"{trained_tokens(t):,}",
            "ft_window": f"{t['seq_len']:,}", "ft_factor": f"{config['model']['position']['scaling']['factor']:g}",
            "sinks": str(sinks["sinks"]), "sinks_window": f"{sinks['window']:,}",
            "distance": f"{2 * L - SLACK:,}", "again_ppl": f"{again:.4f}", "tuned_ppl": f"{same['yarn_ft'][L]:.4f}",

@@ -94,3 +94,25 @@ def test_claim_unscaled_reads_nothing_past_L():
     assert all(r["train_length"] == CU_SHORT + r["targets"] for r in cu_rows())  # c = 7,936 reads exactly L
     level = [dict(r, loss=3.0) for r in cu_rows()]  # the same loss at every c: no rise, so no claim
     assert not below_zero(cu_gain(CU_SHORT, longest, measured=level))
+
+
+def test_claim_yarn_no_use_past_L():
+    from studies.smollm2.values import CU_SHORT, cu_contexts, cu_gain, cu_over_floor, cu_rows
+    from studies.stats import above_zero
+    longest = cu_contexts()[-1]
+    assert not above_zero(cu_gain(CU_SHORT, longest, "yarn")) and not above_zero(cu_over_floor("yarn"))
+    # had the longest context lowered YaRN's loss well below both, the claim would fail
+    helped = [dict(r, loss=r["loss"] - 0.5) if r["scaling"] == "yarn" and r["context_tokens"] == longest else r
+              for r in cu_rows()]
+    assert above_zero(cu_gain(CU_SHORT, longest, "yarn", measured=helped))
+    assert above_zero(cu_over_floor("yarn", measured=[r for r in helped if r["scaling"] == "yarn"]))
+
+
+def test_claim_gemma_uses_past_L():
+    from studies.gemma3 import values as gemma3
+    from studies.smollm2.values import CU_SHORT, cu_contexts
+    from studies.stats import above_zero
+    longest = cu_contexts()[-1]  # SmolLM2's longest c, which Gemma's rows hold too
+    assert gemma3.SHORT == CU_SHORT and above_zero(gemma3.gain(CU_SHORT, longest))
+    level = [dict(r, loss=3.0) for r in gemma3.rows()]
+    assert not above_zero(gemma3.gain(CU_SHORT, longest, measured=level))

@@ -7,7 +7,8 @@ from eval.results.rows import previous_rows
 from studies.gemma3 import values as gemma3
 from studies.report import Study
 from studies.stats import mean_interval, wilson
-from studies.tables import context_use_rows, context_use_table, gains, losses_by_book, nats, trained_tokens
+from studies.tables import (below_floor, context_use_rows, context_use_table, gains, losses_by_book, nats,
+                            trained_tokens)
 
 study = Study(__file__)
 # each curve as the page names it: the rows' scaling or context method (one run each), the table's name
@@ -114,10 +115,34 @@ def cu_gain(short: int, long: int, line: str = "none", measured: list[dict] | No
     return mean_interval(gains(measured or rows, label, short, long))
 
 
+def cu_floor() -> tuple[list[dict], str, int]:
+    return (*cu_of("none"), CU_SHORT)  # the base model reading its context of L and nothing before it
+
+
+def cu_over_floor(line: str, measured: list[dict] | None = None) -> tuple[float, float, float]:
+    """The mean over books of the floor's loss minus the line's at the longest c, its 95% interval."""
+    rows, label = cu_of(line)
+    return mean_interval(below_floor(measured or rows, label, cu_contexts()[-1], cu_floor()))
+
+
+def cu_values() -> dict[str, str]:
+    """Per line measured: its books, its gain from L to the longest c and its gain there over the floor."""
+    out = {}
+    for line in CU_LINES:
+        rows, label = cu_of(line)
+        if books := losses_by_book(rows, label):
+            out |= {f"cu_books_{line}": str(len(books)), f"cu_past_{line}": nats(cu_gain(CU_SHORT, cu_contexts()[-1], line)),
+                    f"cu_floor_{line}": nats(cu_over_floor(line))}
+    first = cu_rows()[0]
+    return out | {"cu_margin": f"{first['margin']:g}", "cu_factor": f"{next(r['factor'] for r in cu_rows() if r['factor']):g}",
+                  "gemma_past_8k": nats(gemma3.gain(gemma3.SHORT, cu_contexts()[-1])),
+                  "gemma_books": str(len(losses_by_book(gemma3.rows(), gemma3.NATIVE)))}
+
+
 @study.table
 def context_use() -> str:
     c = cu_contexts()
-    floor = (*cu_of("none"), CU_SHORT)  # the base model reading its context of L and nothing before it
+    floor = cu_floor()
     shown = [(name, *cu_of(line), floor) for line, (name, _, _) in CU_LINES.items()]
     shown.append(("Gemma 3 270M, trained at 32k", gemma3.rows(), gemma3.NATIVE, None))  # the positive control
     return context_use_table(shown, c, [(c[0], CU_SHORT), (CU_SHORT, c[-1])])
@@ -150,6 +175,7 @@ def named() -> dict[str, str]:
     out |= {"cu_targets": str(cu_rows()[0]["targets"]), "cu_books": str(len(losses_by_book(*cu_of("none")))),
             "cu_short": f"{CU_SHORT:,}", "cu_long": f"{c[-1]:,}", "cu_shortest": f"{c[0]:,}",
             "cu_loss_past_L": nats(cu_gain(CU_SHORT, c[-1]), rise=True), "cu_gain_to_L": nats(cu_gain(c[0], CU_SHORT))}
+    out |= cu_values()
     for k, run in (("yarn_ft", "smollm2-yarn"), ("pi_ft", "smollm2-pi")):
         out[f"val_{k}"] = f"{[r['val_loss'] for r in extend(run)[1] if r.get('val_loss') is not None][-1]:.3f}"
     return out

@@ -96,13 +96,7 @@ gemma3_long = $(foreach c,$(GPU_GEMMA3_LONGEST),$(foreach s,$(GEMMA3_CU_SPLITS),
 	&& ))) true
 
 gpu-gemma3-parts: $(GEMMA3_GGUF)  ## Gemma 3's GGUF, the gguf package and the books in parts a device command carries
-	test -d ../shared/corpora/gutenberg || { echo "error: ../shared/corpora/gutenberg is not beside this checkout"; exit 2; }
-	rm -rf $(GPU_GEMMA3_PARTS) && mkdir -p $(GPU_GEMMA3_PARTS)
-	$(PY) -m pip download -q --no-deps --only-binary :all: -d $(GPU_GEMMA3_PARTS) gguf==$(GPU_GGUF_VERSION)
-	tar -cJf - -C $(GEMMA3_CACHE) $(notdir $(GEMMA3_GGUF)) -C $(abspath $(GPU_GEMMA3_PARTS)) \
-		gguf-$(GPU_GGUF_VERSION)-py3-none-any.whl -C $(abspath ../shared/corpora) gutenberg \
-		| split -b 46M - $(GPU_GEMMA3_PARTS)/part-
-	rm $(GPU_GEMMA3_PARTS)/gguf-*.whl && ls -l $(GPU_GEMMA3_PARTS)
+	$(call gpu_parts,$(GPU_GEMMA3_PARTS),$(GEMMA3_CACHE),$(notdir $(GEMMA3_GGUF)))
 
 gpu-gemma3-long: gpu-cuda  ## Gemma 3 rebuilt from the carried parts, then the same targets at 65k and 131k per scaling and layers
 	@ls $(GPU_GEMMA3_PARTS)/part-* > /dev/null || { echo "error: $(GPU_GEMMA3_PARTS) holds no parts: make \

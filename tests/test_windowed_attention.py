@@ -212,3 +212,9 @@ def test_the_benchmark_times_the_windowed_forward_against_the_mask_and_gemma3(tm
     assert all(r["tokens_per_s"] > 0 and r["peak_mib"] > 0 for r in case["rows"])
     assert "Sliding-window forward of random (batch 1, 128 tokens, a window of 16 tokens on every layer" in (
         tmp_path / "bench.md").read_text()
+    bench.main(["--config", str(Path(__file__).resolve().parents[1] / "configs/tiny.yaml"), "--positions", "",
+                "--sliding-window", "16", "--sliding-window-length", "128", "--repeats", "1", "--out", str(tmp_path),
+                "--sliding-window-cases", "ours,peer", "model.d_model=32", "model.n_layers=2", "run.device=cpu"])
+    case = json.loads((tmp_path / "bench.json").read_text())["sliding_window"]  # without the mask (32k: 24 GB)
+    assert [r["name"] for r in case["rows"]] == ["ours, keys inside the window", "transformers Gemma3 (sdpa)"]
+    assert set(case["max_logit_difference"]) == {"peer"}

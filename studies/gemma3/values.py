@@ -11,6 +11,7 @@ from studies.tables import context_use_rows, context_use_table, gains, losses_by
 study = Study(__file__)
 NATIVE = "none"  # eval.context_use's label of the model as it is
 SHORT = 7936  # c + the 256 targets = 8,192 tokens read: SmolLM2's whole context
+OURS, TRANSFORMERS = "ours, keys inside the window", "transformers Gemma3 (sdpa)"  # speed.bench's sliding-window cases
 
 
 def rows() -> list[dict]:
@@ -33,21 +34,28 @@ def context_use() -> str:
     return context_use_table([("Gemma 3 270M, as it is", rows(), NATIVE, None)], c, [(c[0], SHORT), (SHORT, c[-1])])
 
 
+def benches() -> list[dict]:
+    """The sliding-window forwards measured, shortest first: bench/bench.json and any bench/NAME/bench.json."""
+    folder = study.folder / "bench"
+    paths = [folder / "bench.json", *sorted(folder.glob("*/bench.json"))]
+    return sorted((json.loads(p.read_text())["sliding_window"] for p in paths if p.exists()), key=lambda c: c["length"])
+
+
 def bench() -> dict:
-    return json.loads((study.folder / "bench" / "bench.json").read_text())["sliding_window"]
+    return benches()[0]
 
 
 @study.table
 def forward() -> str:
-    case = bench()
-    lines = ["| | tokens/s | peak MiB |", "|---|---:|---:|"]
-    lines += [f"| {r['name']} | {r['tokens_per_s']:,.0f} | {r['peak_mib']:,.0f} |" for r in case["rows"]]
+    lines = ["| tokens | | tokens/s | peak MiB |", "|---:|---|---:|---:|"]
+    lines += [f"| {case['length']:,} | {r['name']} | {r['tokens_per_s']:,.0f} | {r['peak_mib']:,.0f} |"
+              for case in benches() for r in case["rows"]]
     return "\n".join(lines)
 
 
-def speedup(name: str) -> float:
-    speeds = {r["name"]: r["tokens_per_s"] for r in bench()["rows"]}
-    return speeds["ours, keys inside the window"] / speeds[name]
+def speedup(name: str, case: dict | None = None) -> float:
+    speeds = {r["name"]: r["tokens_per_s"] for r in (case or bench())["rows"]}
+    return speeds[OURS] / speeds[name]
 
 
 def train_section(path) -> dict:
@@ -68,6 +76,16 @@ def pilot_values() -> dict[str, str]:
             "hour_share": f"{100 * hour * window / smollm2:.0f}%"}
 
 
+def longest_bench() -> dict[str, str]:
+    """The longest forward measured, where it is longer than the first."""
+    case = benches()[-1]
+    if case is bench():
+        return {}
+    peak = {r["name"]: r["peak_mib"] for r in case["rows"]}
+    return {"long_length": f"{case['length']:,}", "long_speedup": f"{speedup(TRANSFORMERS, case):.2f}",
+            "long_peak_ours": f"{peak[OURS]:,.0f}", "long_peak_transformers": f"{peak[TRANSFORMERS]:,.0f}"}
+
+
 @study.named
 def named() -> dict[str, str]:
     c, books = contexts(), losses_by_book(rows(), NATIVE)
@@ -78,6 +96,6 @@ def named() -> dict[str, str]:
             "gain_past_8k": nats(gain()), "gain_to_8k": nats(gain(c[0], SHORT)),
             "bench_length": f"{case['length']:,}", "window": f"{case['window']:,}",
             "sliding_layers": str(case["layers"]), "layers": str(case["n_layers"]),
-            "speedup_transformers": f"{speedup('transformers Gemma3 (sdpa)'):.2f}",
+            "speedup_transformers": f"{speedup(TRANSFORMERS):.2f}",
             "speedup_mask": f"{speedup('ours, (T, S) mask'):.2f}",
-            "logit_difference": f"{case['max_logit_difference']['peer']:.0e}"} | pilot_values()
+            "logit_difference": f"{case['max_logit_difference']['peer']:.0e}"} | pilot_values() | longest_bench()

@@ -116,3 +116,11 @@ def test_claim_gemma_uses_past_L():
     assert gemma3.SHORT == CU_SHORT and above_zero(gemma3.gain(CU_SHORT, longest))
     level = [dict(r, loss=3.0) for r in gemma3.rows()]
     assert not above_zero(gemma3.gain(CU_SHORT, longest, measured=level))
+
+
+def test_claim_pi_no_use_past_L():
+    from studies.smollm2.values import CU_SHORT, cu_contexts, cu_gain, cu_over_floor
+    from studies.stats import above_zero, apart
+    pi, yarn = cu_over_floor("pi"), cu_over_floor("yarn")
+    assert not above_zero(cu_gain(CU_SHORT, cu_contexts()[-1], "pi"))
+    assert pi[0] < yarn[0] and apart(pi[1:], yarn[1:])

@@ -213,8 +213,8 @@ def time_forward(run, device, repeats: int, warm_up: bool = True) -> dict:
     return {"seconds": elapsed / repeats, "peak_mib": memory.mib, "note": ""}
 
 
-SLIDING_CASES = {"ours": "ours, keys inside the window", "mask": "ours, (T, S) mask",
-                 "peer": "transformers Gemma3 (sdpa)"}  # bench_sliding_window's cases by their --sliding-window-cases name
+# bench_sliding_window's cases by their --sliding-window-cases names
+SLIDING_CASES = {"ours": "ours, keys inside the window", "mask": "ours, (T, S) mask", "peer": "transformers Gemma3 (sdpa)"}
 
 
 @torch.inference_mode()
@@ -224,7 +224,8 @@ def bench_sliding_window(ours: GPT, peer, device, length: int, repeats: int, see
     attention reading only each block of queries' keys (model.attention.windowed_attention), the same model with the
     window as a (T, S) mask (GPT.window_mask, as every encoding with a bias takes it), and its transformers peer
     (speed/peers.py: Gemma3 of our shape, or the model itself exported). Tokens/s and peak MiB of each, and how far
-    the peer's last logits are from ours; `cases`, those of SLIDING_CASES timed (a mask at 32k tokens outgrows 24 GB)."""
+    the peer's last logits are from ours; `cases`, those of SLIDING_CASES timed (a mask's memory grows with the
+    square of the length)."""
     torch.manual_seed(seed)
     x = torch.randint(0, ours.cfg.vocab_size, (1, length), device=device)
     logits = {}

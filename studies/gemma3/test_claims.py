@@ -26,3 +26,12 @@ def test_a_changed_row_breaks_the_positive_control():
     longest = contexts()[-1]
     worse = [dict(x, loss=x["loss"] + 1.0 if x["context_tokens"] == longest else x["loss"]) for x in rows()]
     assert not above_zero(gain(measured=worse))
+
+
+def test_claim_window_faster_at_32k():
+    from studies.gemma3.values import OURS, TRANSFORMERS, bench, benches, speedup
+    short, long = bench(), benches()[-1]
+    assert long["length"] == 2 * short["length"] and long["max_logit_difference"]["peer"] < 1e-3
+    assert speedup(TRANSFORMERS, long) > speedup(TRANSFORMERS, short)  # the gap grows with the length
+    peak = {r["name"]: r["peak_mib"] for r in long["rows"]}
+    assert peak[OURS] < peak[TRANSFORMERS]

@@ -131,10 +131,10 @@ def cu_values() -> dict[str, str]:
     for line in CU_LINES:
         rows, label = cu_of(line)
         if books := losses_by_book(rows, label):
-            out |= {f"cu_books_{line}": str(len(books)), f"cu_past_{line}": nats(cu_gain(CU_SHORT, cu_contexts()[-1], line)),
-                    f"cu_floor_{line}": nats(cu_over_floor(line))}
-    first = cu_rows()[0]
-    return out | {"cu_margin": f"{first['margin']:g}", "cu_factor": f"{next(r['factor'] for r in cu_rows() if r['factor']):g}",
+            out |= {f"cu_books_{line}": str(len(books)), f"cu_floor_{line}": nats(cu_over_floor(line)),
+                    f"cu_past_{line}": nats(cu_gain(CU_SHORT, cu_contexts()[-1], line))}
+    factor = next(r["factor"] for r in cu_rows() if r["factor"])
+    return out | {"cu_margin": f"{cu_rows()[0]['margin']:g}", "cu_factor": f"{factor:g}",
                   "gemma_past_8k": nats(gemma3.gain(gemma3.SHORT, cu_contexts()[-1])),
                   "gemma_books": str(len(losses_by_book(gemma3.rows(), gemma3.NATIVE)))}
 

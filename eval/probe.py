@@ -58,8 +58,9 @@ def model_variants(run: Run, methods: list[str], length: int, context: ContextCo
                    ) -> list[tuple[str, ScalingConfig | FromRun | None]]:
     """(scaling label, what load_model gets) for a run probed at `length` tokens: eval.extrapolation's
     plan with s = length / L (and the context method, named in the label), its dynamic methods left to
-    eval.extrapolation."""
-    static = [m for m in methods if m == "none" or not SCALINGS[split_layers(m)[0]].dynamic]
+    eval.extrapolation. The unscaled model comes first, so that a scaling at s = 1 is the one said to repeat it."""
+    static = sorted((m for m in methods if m == "none" or not SCALINGS[split_layers(m)[0]].dynamic),
+                    key=lambda m: m != "none")
     return [(m.label, m.scaling) for m in plan(run, static, [length], [], context)]
 
 

@@ -162,6 +162,9 @@ def test_the_command_writes_a_heat_map_per_scaling_and_resumes_cell_by_cell(tiny
     table = (out / "passkey.md").read_text()
     assert "## rope: yarn (L = 256; the key: a word)" in table and "| 1 | = none | " in table
     assert (out / "passkey.png").stat().st_size > 0
+    listed_first = passkey.main([*common[:-1], str(tmp_path / "yarn-first"), "--scaling", "yarn,none",
+                                 "--lengths", "256"])
+    assert [r["scaling"] for r in listed_first if "seconds" in r] == ["none", "none"]  # measured unscaled, whatever the order
 
 
 def test_a_killed_evaluation_resumes_trial_by_trial(tiny_run, tmp_path, monkeypatch):

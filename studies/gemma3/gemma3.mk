@@ -39,7 +39,7 @@ $(GEMMA3)/SOURCE.md: $(GEMMA3_GGUF)
 $(GEMMA3_RUN)/config.yaml: $(GEMMA3)/SOURCE.md
 	$(GEMMA3_PY) -m convert.to_run hf:$(GEMMA3) $(GEMMA3_RUN)
 
-.PHONY: gemma3 gemma3-context-use gemma3-context-long
+.PHONY: gemma3 gemma3-context-use gemma3-context-long gemma3-ruler
 
 # Does it use its 32k context? (eval.context_use, the positive control of studies/smollm2's measure) The last
 # GEMMA3_CU_TARGETS tokens of each of the 8 held-out books scored with c tokens of context before them, c + targets
@@ -57,6 +57,16 @@ gemma3-context-use: $(GEMMA3_RUN)/config.yaml  ## Gemma 3's context use on 8 boo
 			--data $(GEMMA3_DATA) --scaling $$variant --split $$split --resume \
 			--out studies/gemma3/context-use/$$split || exit 1; done; done
 
+# RULER's tasks natively at 4k and 8k on the CPU (eval.ruler; the positive control of an effective length): the six
+# that mirror lm-eval's offline RULER tasks (one needle in noise and in book text, multi-key, variable tracking,
+# common and frequent words), GEMMA3_RULER_TRIALS prompts a task, length and depth; resumes trial by trial.
+GEMMA3_RULER ?= 4096,8192
+GEMMA3_RULER_TASKS ?= niah_single_noise,niah_single_book,niah_multikey,vt,cwe,fwe
+GEMMA3_RULER_TRIALS ?= 5
+
+gemma3-ruler: $(GEMMA3_RUN)/config.yaml  ## RULER's tasks on Gemma 3 at 4k and 8k, natively (resumes trial by trial)
+	$(RUN_PY) -m eval.ruler $(GEMMA3_RUN) --lengths $(GEMMA3_RULER) --trials $(GEMMA3_RULER_TRIALS) \
+		--tasks $(GEMMA3_RULER_TASKS) --data $(GEMMA3_DATA) --out studies/gemma3/ruler --resume
 
 # Past its context: the same targets with c + targets = 65,536 tokens read, training-free linear (s = 2) and YaRN on
 # the global layers only (Gemma 3's way: --scaling linear) against the same on every layer (linear:all), and sinks.

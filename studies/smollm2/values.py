@@ -95,8 +95,9 @@ CU_LINES = {"none": ("no scaling", BASE, "none"), "sinks": ("attention sinks", B
             "pi": ("PI", BASE, "linear (s = 2)"), "ntk": ("NTK", BASE, "ntk (s = 2)"),
             "yarn": ("YaRN", BASE, "yarn (s = 2)"), "dynamic": ("dynamic NTK", BASE, "dynamic (s = T/L, cached)"),
             "dynamic_yarn": ("dynamic YaRN", BASE, "dynamic-yarn (s = T/L, cached)"),
-            "yarn_ft": ("YaRN fine-tune", "smollm2-yarn", "yarn"), "pi_ft": ("PI fine-tune", "smollm2-pi", "linear"),
-            "control": ("control fine-tune", "smollm2-continued", "none")}
+            "yarn_ft": ("YaRN fine-tune", "smollm2-yarn", CURVES["yarn_ft"][0]),
+            "pi_ft": ("PI fine-tune", "smollm2-pi", CURVES["pi_ft"][0]),
+            "control": ("control fine-tune", "smollm2-continued", CURVES["control"][0])}
 
 
 def cu_contexts() -> list[int]:

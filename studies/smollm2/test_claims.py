@@ -124,3 +124,16 @@ def test_claim_pi_no_use_past_L():
     pi, yarn = cu_over_floor("pi"), cu_over_floor("yarn")
     assert not above_zero(cu_gain(CU_SHORT, cu_contexts()[-1], "pi"))
     assert pi[0] < yarn[0] and apart(pi[1:], yarn[1:])
+
+
+def test_claim_yarn_ft_worse_past_L():
+    from studies.smollm2.values import CU_SHORT, cu_contexts, cu_gain, cu_over_floor, cu_rows
+    from studies.stats import above_zero, below_zero
+    longest = cu_contexts()[-1]
+    assert below_zero(cu_gain(CU_SHORT, longest, "yarn_ft")) and not above_zero(cu_over_floor("yarn_ft"))
+    assert above_zero(cu_over_floor("yarn_ft", c=CU_SHORT))
+    mine = [r for r in cu_rows() if r["run"] == "smollm2-yarn"]
+    at_L = {(r["split"], r["document"], r["span"]): r["loss"] for r in mine if r["context_tokens"] == CU_SHORT}
+    level = [dict(r, loss=at_L[(r["split"], r["document"], r["span"])]) if r["context_tokens"] == longest else r
+             for r in mine]
+    assert not below_zero(cu_gain(CU_SHORT, longest, "yarn_ft", measured=level))  # no rise past L, no claim

@@ -120,10 +120,10 @@ def cu_floor() -> tuple[list[dict], str, int]:
     return (*cu_of("none"), CU_SHORT)  # the base model reading its context of L and nothing before it
 
 
-def cu_over_floor(line: str, measured: list[dict] | None = None) -> tuple[float, float, float]:
-    """The mean over books of the floor's loss minus the line's at the longest c, its 95% interval."""
+def cu_over_floor(line: str, measured: list[dict] | None = None, c: int | None = None) -> tuple[float, float, float]:
+    """The mean over books of the floor's loss minus the line's at c (default the longest), its 95% interval."""
     rows, label = cu_of(line)
-    return mean_interval(below_floor(measured or rows, label, cu_contexts()[-1], cu_floor()))
+    return mean_interval(below_floor(measured or rows, label, c or cu_contexts()[-1], cu_floor()))
 
 
 def cu_values() -> dict[str, str]:
@@ -133,7 +133,9 @@ def cu_values() -> dict[str, str]:
         rows, label = cu_of(line)
         if books := losses_by_book(rows, label):
             out |= {f"cu_books_{line}": str(len(books)), f"cu_floor_{line}": nats(cu_over_floor(line)),
-                    f"cu_past_{line}": nats(cu_gain(CU_SHORT, cu_contexts()[-1], line))}
+                    f"cu_past_{line}": nats(cu_gain(CU_SHORT, cu_contexts()[-1], line)),
+                    f"cu_rise_{line}": nats(cu_gain(CU_SHORT, cu_contexts()[-1], line), rise=True),
+                    f"cu_floor_at_L_{line}": nats(cu_over_floor(line, c=CU_SHORT))}
     factor = next(r["factor"] for r in cu_rows() if r["factor"])
     return out | {"cu_margin": f"{cu_rows()[0]['margin']:g}", "cu_factor": f"{factor:g}",
                   "gemma_past_8k": nats(gemma3.gain(gemma3.SHORT, cu_contexts()[-1])),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from eval.results import ruler
 from eval.results.rows import curve_label, curves, previous_rows
 from studies.stats import mean_interval
 
@@ -119,3 +120,23 @@ def nats(interval: tuple[float, float, float], rise: bool = False) -> str:
     mean, low, high = (-interval[0], -interval[2], -interval[1]) if rise else interval
     sign = "" if rise else "+"
     return f"{mean:{sign}.3f} nats (95% interval {low:{sign}.3f} to {high:{sign}.3f})"
+
+
+def ruler_table(rows: list[dict], shown: list[tuple[str, str, str]]) -> str:
+    """One line per (its name on the page, run, scaling label) of eval.ruler's rows: the mean over tasks at each length
+    measured (RULER's own summary; each task's cell, with its Wilson interval over trials, is in the rows' results.md)
+    and the two effective lengths of eval.results.ruler."""
+    groups = ruler.scores([r for r in rows if "scores" in r])
+    lengths = sorted({r["length"] for r in rows})
+    lines = ["| model | tasks | " + " | ".join(f"{n:,}" for n in lengths) + " | effective length (>= 85.6) | "
+             "effective length (>= 85.6% of the shortest) |", "|---|---:|" + "---:|" * (len(lengths) + 2)]
+    for name, run, scaling in shown:
+        by_task = groups.get((run, scaling))
+        if not by_task:
+            continue
+        means = ruler.mean_by_length(by_task)
+        absolute, relative = ruler.effective_lengths(means)
+        lines.append(f"| {name} | {len(by_task)} | " + " | ".join(f"{means[n]:.1f}" if n in means else "-"
+                                                                   for n in lengths)
+                     + f" | {ruler.named(absolute)} | {ruler.named(relative)} |")
+    return "\n".join(lines)

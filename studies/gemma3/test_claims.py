@@ -35,3 +35,20 @@ def test_claim_window_faster_at_32k():
     assert speedup(TRANSFORMERS, long) > speedup(TRANSFORMERS, short)  # the gap grows with the length
     peak = {r["name"]: r["peak_mib"] for r in long["rows"]}
     assert peak[OURS] < peak[TRANSFORMERS]
+
+
+def test_claim_ruler_effective_length(measured=None):
+    from eval.results import ruler
+    from studies.gemma3.values import ruler_rows
+    (by_task,) = ruler.scores([x for x in measured or ruler_rows() if "scores" in x]).values()
+    means = ruler.mean_by_length(by_task)
+    assert set(means) == {4096, 8192} and all(v < ruler.THRESHOLD for v in means.values())
+    assert ruler.effective_lengths(means) == (None, max(means))
+
+
+def test_a_needle_found_everywhere_breaks_the_ruler_claim():
+    import pytest
+    from studies.gemma3.values import ruler_rows
+    perfect = [dict(x, scores=[1.0] * len(x["scores"])) for x in ruler_rows()]
+    with pytest.raises(AssertionError):
+        test_claim_ruler_effective_length(perfect)

@@ -4,9 +4,12 @@ import json
 
 import yaml
 
+from eval.results import ruler
+from eval.results.rows import previous_rows
 from studies.report import Study
 from studies.stats import mean_interval
-from studies.tables import context_use_rows, context_use_table, gains, losses_by_book, nats, trained_tokens
+from studies.tables import (context_use_rows, context_use_table, gains, losses_by_book, nats, ruler_table,
+                            trained_tokens)
 
 study = Study(__file__)
 NATIVE = "none"  # eval.context_use's label of the model as it is
@@ -32,6 +35,29 @@ def gain(short: int = SHORT, long: int | None = None, measured: list[dict] | Non
 def context_use() -> str:
     c = contexts()
     return context_use_table([("Gemma 3 270M, as it is", rows(), NATIVE, None)], c, [(c[0], SHORT), (SHORT, c[-1])])
+
+
+def ruler_rows() -> list[dict]:
+    return previous_rows(study.folder / "ruler" / "results.json", "eval.ruler", "expected")
+
+
+@study.table
+def ruler_by_length() -> str:
+    return ruler_table(ruler_rows(), [("Gemma 3 270M, as it is", ruler_rows()[0]["run"], NATIVE)])
+
+
+@study.named
+def ruler_values() -> dict[str, str]:
+    """The mean over tasks at each length, the two effective lengths, and each task's score by length."""
+    (by_task,) = ruler.scores([r for r in ruler_rows() if "scores" in r]).values()
+    means = ruler.mean_by_length(by_task)
+    absolute, relative = ruler.effective_lengths(means)
+    out = {"ruler_tasks": str(len(by_task)), "ruler_trials": str(ruler_rows()[0]["trials"]),
+           "ruler_absolute": ruler.named(absolute), "ruler_relative": ruler.named(relative),
+           "ruler_longest": f"{max(means):,}"}
+    out |= {f"ruler_mean_{n}": f"{v:.1f}" for n, v in means.items()}
+    return out | {f"ruler_{task}_{n}": ruler.cell_text(group) for task, by_length in by_task.items()
+                  for n, group in by_length.items()}
 
 
 def benches() -> list[dict]:

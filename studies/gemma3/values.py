@@ -48,14 +48,11 @@ def ruler_by_length() -> str:
 
 @study.named
 def ruler_values() -> dict[str, str]:
-    """The mean over tasks at each length, the two effective lengths, and each task's score by length."""
+    """The tasks, prompts, effective length by the relative rule, and each task's score by length."""
     (by_task,) = ruler.scores([r for r in ruler_rows() if "scores" in r]).values()
-    means = ruler.mean_by_length(by_task)
-    absolute, relative = ruler.effective_lengths(means)
+    relative = ruler.effective_lengths(ruler.mean_by_length(by_task))[1]
     out = {"ruler_tasks": str(len(by_task)), "ruler_trials": str(ruler_rows()[0]["trials"]),
-           "ruler_absolute": ruler.named(absolute), "ruler_relative": ruler.named(relative),
-           "ruler_longest": f"{max(means):,}"}
-    out |= {f"ruler_mean_{n}": f"{v:.1f}" for n, v in means.items()}
+           "ruler_relative": ruler.named(relative)}
     return out | {f"ruler_{task}_{n}": ruler.cell_text(group) for task, by_length in by_task.items()
                   for n, group in by_length.items()}
 

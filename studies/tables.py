@@ -9,6 +9,12 @@ from eval.results.rows import curve_label, curves, previous_rows
 from studies.stats import mean_interval
 
 
+def grid(head: list[str], lines: list[list[str]], left: int = 1) -> str:
+    """A markdown table, its first `left` columns aligned left and the others right."""
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * left + "---:|" * (len(head) - left)]
+                     + ["| " + " | ".join(line) + " |" for line in lines])
+
+
 def trained_tokens(train: dict) -> int:
     """The tokens a fine-tune's train section sees: steps x window x batch x accumulation."""
     return train["max_steps"] * train["seq_len"] * train["batch_size"] * train["grad_accum"]
@@ -40,14 +46,12 @@ def ppl_table(folder: Path, shown: list[tuple[str, str, str, str]], digits: int 
     rows = ppl_rows(folder)
     L = min(r["train_length"] for r in rows)
     lengths = sorted({r["length"] for r in rows})
-    lines = ["| run | scaling | " + " | ".join(f"{n // L}x" for n in lengths) + " |",
-             "|---|---|" + "---:|" * len(lengths)]
+    lines = []
     for run, label, name, scaling in shown:
         by_length = curve(rows, run, label)
         values = [[r["ppl"] for r in by_length.get(n, [])] for n in lengths]
-        lines.append(f"| {name} | {scaling} | " + " | ".join(
-            "n/a" if not v or None in v else cell(v, digits) for v in values) + " |")
-    return "\n".join(lines)
+        lines.append([name, scaling] + ["n/a" if not v or None in v else cell(v, digits) for v in values])
+    return grid(["run", "scaling", *[f"{n // L}x" for n in lengths]], lines, left=2)
 
 
 def context_use_rows(folder: Path) -> list[dict]:
@@ -100,7 +104,7 @@ def context_use_table(shown: list[tuple], contexts: list[int], spans: list[tuple
     heads = [f"c = {c:,}" for c in contexts] + [f"gain {a:,} to {b:,}" for a, b in spans]
     heads += [f"gain at {contexts[-1]:,} over the floor"] if floors else []
     heads += ["key tokens, %"] if keys else []
-    lines = ["| model or method | books | " + " | ".join(heads) + " |", "|---|---:|" + "---:|" * len(heads)]
+    lines = []
     for name, rows, label, floor in shown:
         books = losses_by_book(rows, label)
         if not books:
@@ -112,8 +116,8 @@ def context_use_table(shown: list[tuple], contexts: list[int], spans: list[tuple
             cells.append(cell(over, digits) if over else "n/a")
         if keys:
             cells.append(cell(share, 1, lowest=0.0) if (share := key_shares(rows, label)) else "n/a")
-        lines.append(f"| {name} | {len(books)} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        lines.append([name, str(len(books)), *cells])
+    return grid(["model or method", "books", *heads], lines)
 
 def nats(interval: tuple[float, float, float], rise: bool = False) -> str:
     """A gain (mean, low, high) in nats with its 95% interval; `rise`: written as the rise of the loss, its negation."""
@@ -128,15 +132,14 @@ def ruler_table(rows: list[dict], shown: list[tuple[str, str, str]]) -> str:
     and the two effective lengths of eval.results.ruler."""
     groups = ruler.scores([r for r in rows if "scores" in r])
     lengths = sorted({r["length"] for r in rows})
-    lines = ["| model | tasks | " + " | ".join(f"{n:,}" for n in lengths) + " | effective length (>= 85.6) | "
-             "effective length (>= 85.6% of the shortest) |", "|---|---:|" + "---:|" * (len(lengths) + 2)]
+    lines = []
     for name, run, scaling in shown:
         by_task = groups.get((run, scaling))
         if not by_task:
             continue
         means = ruler.mean_by_length(by_task)
         absolute, relative = ruler.effective_lengths(means)
-        lines.append(f"| {name} | {len(by_task)} | " + " | ".join(f"{means[n]:.1f}" if n in means else "-"
-                                                                   for n in lengths)
-                     + f" | {ruler.named(absolute)} | {ruler.named(relative)} |")
-    return "\n".join(lines)
+        lines.append([name, str(len(by_task)), *[f"{means[n]:.1f}" if n in means else "-" for n in lengths],
+                      ruler.named(absolute), ruler.named(relative)])
+    return grid(["model", "tasks", *[f"{n:,}" for n in lengths], "effective length (>= 85.6)",
+                 "effective length (>= 85.6% of the shortest)"], lines)

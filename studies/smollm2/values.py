@@ -7,7 +7,7 @@ from eval.results.rows import previous_rows
 from studies.gemma3 import values as gemma3
 from studies.report import Study
 from studies.stats import mean_interval, wilson
-from studies.tables import (below_floor, context_use_rows, context_use_table, gains, losses_by_book, nats,
+from studies.tables import (below_floor, context_use_rows, context_use_table, gains, grid, losses_by_book, nats,
                             trained_tokens)
 
 study = Study(__file__)
@@ -67,21 +67,17 @@ def key_cell(r: dict | None) -> str:
 def same_tokens() -> str:
     c, lengths = curves(ppl_rows()), sorted(curves(ppl_rows())["none"])
     head = [f"{n:,}" for n in lengths] + [f"{n:,} against {lengths[0]:,}" for n in lengths[1:]]
-    lines = ["| model or method | " + " | ".join(head) + " |", "|---|" + "---:|" * len(head)]
-    for k, v in c.items():
-        values = [f"{v[n]:.2f}" for n in lengths] + [f"{100 * rise(v, n):+.1f}%" for n in lengths[1:]]
-        lines.append(f"| {CURVES[k][1]} | " + " | ".join(values) + " |")
-    return "\n".join(lines)
+    return grid(["model or method", *head], [[CURVES[k][1], *[f"{v[n]:.2f}" for n in lengths],
+                                              *[f"{100 * rise(v, n):+.1f}%" for n in lengths[1:]]] for k, v in c.items()])
 
 
 @study.table
 def passkey() -> str:
     c = cells(key_rows())
     lengths = sorted({n for _, n, _ in c})
-    lines = ["| model | key | " + " | ".join(f"{n:,}" for n in lengths) + " |", "|---|---|" + "---:|" * len(lengths)]
-    for (who, name), (depth, where) in [(m, d) for m in MODELS.values() for d in DEPTHS.items()]:
-        lines.append(f"| {name} | {where} | " + " | ".join(key_cell(c.get((who, n, depth))) for n in lengths) + " |")
-    return "\n".join(lines)
+    return grid(["model", "key", *[f"{n:,}" for n in lengths]],
+                [[name, where, *[key_cell(c.get((who, n, depth))) for n in lengths]]
+                 for (who, name), (depth, where) in [(m, d) for m in MODELS.values() for d in DEPTHS.items()]], left=2)
 
 
 def cu_rows() -> list[dict]:

@@ -11,6 +11,7 @@ from eval.results.rows import curve_label, previous_rows
 from eval.results.tasks import LEARNED
 from studies.report import Study
 from studies.stats import mean_interval, wilson
+from studies.tables import grid
 
 study = Study(__file__)
 TASKS = tuple(SPECS)
@@ -93,12 +94,6 @@ def seed_range(ran: list[int]) -> str:
 def with_interval(cell: tuple[float, int]) -> str:
     lo, hi = wilson(cell[0] * cell[1], cell[1])
     return f"{pct(cell[0])} ({pct(lo)}-{pct(hi)})"
-
-
-def grid(head: list[str], lines: list[list[str]], left: int = 1) -> str:
-    """A markdown table, its first `left` columns aligned left and the others right."""
-    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * left + "---:|" * (len(head) - left)]
-                     + ["| " + " | ".join(line) + " |" for line in lines])
 
 
 def missed(c: dict, run: str) -> str:

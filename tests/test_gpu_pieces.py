@@ -76,14 +76,17 @@ def test_smollm2s_pieces_rebuild_the_model_from_the_parts_then_train_and_measure
     assert [("train.seq_len=32768" in line) for line in runs] == [True, True, True, False]  # yarn-pose: the CPU's
     measure = dry_run("gpu-smollm2-eval")
     assert measure.count("-m eval.extrapolation") == 4 and "--span 32768 --max-tokens 32768" in measure
-    assert measure.count("-m eval.passkey") == 3 and "--lengths 8192,16384,32768 --depths 0,0.5,1 --trials 20" in measure
+    assert measure.count("-m eval.passkey") == 5 and "--lengths 8192,16384,32768 --depths 0,0.5,1 --trials 20" in measure
+    fine_tunes = [f"smollm2-extend-gpu/smollm2-{v}" for v in ("yarn", "pi", "continued", "yarn-pose")]
+    assert all(f"-m eval.passkey runs/{run} " in measure for run in fine_tunes)  # the control and PI too
     context = dry_run("gpu-smollm2-context")
     uses = [line for line in context.split("&&") if "-m eval.context_use" in line]
     # the CPU's seven training-free variants and the four fine-tunes, on each of the two splits, to 32k
     assert len(uses) == 2 * (7 + 4) and all("--contexts 768,1792,3840,7936,16128,32512" in line for line in uses)
     assert sum("--context-method sinks --split val" in line for line in uses) == 1
     assert sum("smollm2-extend-gpu/smollm2-pi --targets 256" in line for line in uses) == 2
-    assert context.count("-m eval.ruler") == 3 and "--lengths 4096,8192,16384,32768 --trials 20" in context
+    assert context.count("-m eval.ruler") == 5 and "--lengths 4096,8192,16384,32768 --trials 20" in context
+    assert all(f"-m eval.ruler runs/{run} " in context for run in fine_tunes)
 
 
 def test_gemma3s_pieces_rebuild_it_from_the_parts_then_measure_past_32k_per_scaling_and_layers():

@@ -136,7 +136,7 @@ gpu-minimind: gpu-check  ## one epoch of configs/minimind-26m.yaml: its time, to
 #   gpu-smollm2-extend: the model rebuilt from the parts (sha256 checked), then its fine-tunes: YaRN s = 4, PI s = 4
 #     and the control at full windows, and YaRN with the CPU's PoSE recipe as it is (yarn-pose);
 #   gpu-smollm2-eval: each on the same tokens at 8k-32k as on the CPU, and the passkey map to 32k (20 keys a cell)
-#     for the YaRN fine-tunes and training-free YaRN, into $(GPU_SMOLLM2_REPORT) (tar it into $$OUT: more than 8 files).
+#     for every fine-tune and training-free YaRN, into $(GPU_SMOLLM2_REPORT) (tar it into $$OUT: more than 8 files).
 GPU_SMOLLM2_PARTS ?= .gpu-data/smollm2
 GPU_SMOLLM2_UNPACKED = $(GPU_SMOLLM2_PARTS)/unpacked
 GPU_SMOLLM2_DATA = $(GPU_SMOLLM2_UNPACKED)/gutenberg
@@ -188,7 +188,7 @@ gpu-smollm2-eval: gpu-cuda  ## the full-window fine-tunes on the same tokens at 
 		cp $(GPU_SMOLLM2_RUNS)/smollm2-$(v)/config.yaml $(GPU_SMOLLM2_REPORT)/extend/smollm2-$(v).yaml &&) true
 	$(GPU_PY) -m eval.passkey $(SMOLLM2_RUN) --lengths $(GPU_SMOLLM2_PASSKEY) --depths $(SMOLLM2_DEPTHS) \
 		--trials $(SMOLLM2_TRIALS) --scaling yarn --out $(GPU_SMOLLM2_REPORT) --resume
-	$(foreach v,yarn yarn-pose,$(GPU_PY) -m eval.passkey $(GPU_SMOLLM2_RUNS)/smollm2-$(v) \
+	$(foreach v,$(GPU_SMOLLM2_VARIANTS),$(GPU_PY) -m eval.passkey $(GPU_SMOLLM2_RUNS)/smollm2-$(v) \
 		--lengths $(GPU_SMOLLM2_PASSKEY) --depths $(SMOLLM2_DEPTHS) --trials $(SMOLLM2_TRIALS) \
 		--out $(GPU_SMOLLM2_REPORT) --resume &&) true
 	$(GPU_PY) -m eval.model_report $(GPU_SMOLLM2_REPORT) --data $(GPU_SMOLLM2_DATA) \
@@ -198,7 +198,7 @@ gpu-smollm2-eval: gpu-cuda  ## the full-window fine-tunes on the same tokens at 
 # Does each use its context past 8k, to 32k? (after gpu-smollm2-extend, on the warm machine) The context-use measure
 # of the CPU (studies/smollm2/smollm2.mk, smollm2-context-use) with one more context, c + targets = 32k, for every
 # training-free variant and the full-window fine-tunes, then RULER's tasks at 4k-32k (eval.ruler) for the base model
-# unscaled and under YaRN and for the YaRN fine-tunes, into $(GPU_SMOLLM2_REPORT).
+# unscaled and under YaRN and for every full-window fine-tune (the control and PI too), into $(GPU_SMOLLM2_REPORT).
 GPU_SMOLLM2_CU_CONTEXTS ?= $(SMOLLM2_CU_CONTEXTS),32512
 GPU_SMOLLM2_RULER ?= 4096,8192,16384,32768
 GPU_SMOLLM2_RULER_TRIALS ?= 20
@@ -211,7 +211,7 @@ gpu-smollm2-context: gpu-cuda  ## context use to 32k (eval.context_use, eval.rul
 		$(call gpu_cu,$(GPU_SMOLLM2_RUNS)/smollm2-$(v),,$(s)) && )) true
 	$(GPU_PY) -m eval.ruler $(SMOLLM2_RUN) --lengths $(GPU_SMOLLM2_RULER) --trials $(GPU_SMOLLM2_RULER_TRIALS) \
 		--scaling none,yarn --data $(GPU_SMOLLM2_DATA) --out $(GPU_SMOLLM2_REPORT)/ruler --resume
-	$(foreach v,yarn yarn-pose,$(GPU_PY) -m eval.ruler $(GPU_SMOLLM2_RUNS)/smollm2-$(v) --lengths $(GPU_SMOLLM2_RULER) \
+	$(foreach v,$(GPU_SMOLLM2_VARIANTS),$(GPU_PY) -m eval.ruler $(GPU_SMOLLM2_RUNS)/smollm2-$(v) --lengths $(GPU_SMOLLM2_RULER) \
 		--trials $(GPU_SMOLLM2_RULER_TRIALS) --data $(GPU_SMOLLM2_DATA) --out $(GPU_SMOLLM2_REPORT)/ruler --resume &&) true
 
 .PHONY: gpu-smollm2-parts gpu-smollm2-extend gpu-smollm2-eval gpu-smollm2-context

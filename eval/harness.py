@@ -294,6 +294,23 @@ class Models:
         return self.model
 
 
+@torch.inference_mode()
+def read_cached(model, tokens: list[int], cache: KVCache, device, last_only: bool = True) -> torch.Tensor:
+    """The logits (len(tokens) or 1, V) of `tokens` read after what `cache` holds, which they extend: where generation
+    decodes. A dynamic scaling reads its first L tokens in one pass and the rest DECODE_CHUNK at a time, each token
+    with the frequencies of its own length as in one-token steps (as eval.extrapolation decodes past L): one pass
+    over a whole prompt would give every token those of the prompt's length."""
+    pieces = [tokens]
+    if model.position.dynamic:
+        head = model.position.scaling.original_max_position_embeddings if len(cache) == 0 else 0
+        pieces = [tokens[:head]] + [tokens[i:i + DECODE_CHUNK] for i in range(head, len(tokens), DECODE_CHUNK)]
+    out = []
+    for piece in filter(None, pieces):
+        with autocast(device):
+            out.append(model(torch.tensor([piece], device=device), cache=cache, last_only=last_only)[0][0])
+    return out[-1] if last_only else torch.cat(out)
+
+
 def keep_finished(work: Callable[[], None], rows: list, out: Path, write: Callable[[], None]) -> None:
     """Run a measuring command's work, which appends to `rows`. A user error, a failed run or Ctrl-C
     writes the finished rows (write()) and exits with one line: 2 for a bad path or option (nothing

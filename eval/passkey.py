@@ -20,7 +20,8 @@ cell costs the tokens after its key; each row is written as its depth is measure
 
 A model is a run directory or hf:PATH. Scalings are chosen as in eval.probe: an unscaled RoPE run gets each static
 method of --scaling with s = max(1, length / L) (s = 1 is plain RoPE: that row repeats plain RoPE's numbers and
-names it in same_as); a fine-tuned run its own. --context-method applies a training-free context method to every
+names it in same_as), and each dynamic one (dynamic, dynamic-yarn) with s following the length, decoded past L a
+few tokens at a time as generation decodes (eval.harness.read_cached); a fine-tuned run its own. --context-method applies a training-free context method to every
 cell, as in eval.extrapolation (--scaling then defaults to none). Writes passkey.json (one row per model, scaling,
 length and depth, written as each is measured, naming the weights it was measured on (model_identity); --resume
 measures only the missing ones, and of a row a kill cut short only the trials not yet in passkey-trials.jsonl from the
@@ -41,9 +42,9 @@ from tqdm import tqdm
 
 from checkpoint import load_model, load_tokenizer
 from config import ContextConfig, UserError
-from device import autocast, autocast_dtype, pick_device
+from device import autocast_dtype, pick_device
 from eval.harness import (CONTEXT_HELP, Run, check_applicable, context_settings, evaluate, evaluator_parser, parse_depths,
-                          read_runs, run_lengths, static_scalings)
+                          parse_scalings, read_cached, read_runs, run_lengths, scalings_option)
 from eval.probe import key_words, model_variants
 from model.attention import KVCache
 from model.context import parse_checked
@@ -202,11 +203,8 @@ def predictions(model, prompts: Prompts, length: int, depths: list[float], devic
     again; on_trial is told of each new one."""
     cache = KVCache(model.cfg.n_layers, capacity=length)
 
-    @torch.inference_mode()
     def forward(tokens: list[int], last_only: bool):
-        with autocast(device):
-            logits, _ = model(torch.tensor([tokens], device=device), cache=cache, last_only=last_only)
-        return logits[0].float().argmax(-1).tolist()
+        return read_cached(model, tokens, cache, device, last_only).float().argmax(-1).tolist()
 
     starts = {d: len(prompts.head) + prompts.key_at(length, d) for d in depths}
     forward(prompts.head + prompts.filler_tokens(max(starts.values()) - len(prompts.head)), last_only=True)
@@ -347,15 +345,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--trials", type=int, default=DEFAULT_TRIALS,
                         help=f"keys per length and depth (default {DEFAULT_TRIALS})")
     parser.add_argument("--scaling", default=None,
-                        help="static RoPE scalings for unscaled rope models, s = max(1, length / L) (default "
-                             "none,yarn; none with --context-method)")
+                        help="RoPE scalings for unscaled rope models: a static one at s = max(1, length / L), a "
+                             "dynamic one following the length as it decodes (default none,yarn; none with "
+                             "--context-method)")
     parser.add_argument("--context-method", default="none", help=CONTEXT_HELP)
     parser.add_argument("--seed", type=int, default=0, help="seed of the keys (the same for every model)")
     args = parser.parse_args(argv)
 
     def work(rows: list[dict], lock) -> None:
         context = parse_checked(args.context_method, "--context-method")
-        methods = static_scalings(args.scaling, context, "none,yarn", "eval.passkey")
+        methods = parse_scalings(scalings_option(args.scaling, context, "none,yarn"))
         depths = parse_depths(args.depths, "the filler")
         if args.trials < 1:
             raise UserError(f"--trials must be >= 1, got {args.trials}")

@@ -42,10 +42,9 @@ from config import ContextConfig, ScalingConfig, UserError
 from data import TokenData, Tokenizer
 from device import autocast, pick_device
 from eval.harness import (CONTEXT_HELP, DATA_HELP, TOKENS_PER_FORWARD, Run, check_applicable, check_data_option,
-                          context_settings, evaluate, evaluator_parser, parse_multiples, parse_scalings, plan,
-                          read_runs, scalings_option, split_layers, text_shards)
+                          context_settings, evaluate, evaluator_parser, parse_multiples, plan, read_runs,
+                          static_scalings, text_shards)
 from model.context import parse_checked
-from model.rope import SCALINGS
 from eval.results.probe import markdown, row_key, write_report
 from eval.results.rows import previous_rows
 
@@ -57,11 +56,11 @@ PASSKEY_DEPTHS = (0.1, 0.5, 0.9)
 def model_variants(run: Run, methods: list[str], length: int, context: ContextConfig | None = None
                    ) -> list[tuple[str, ScalingConfig | FromRun | None]]:
     """(scaling label, what load_model gets) for a run probed at `length` tokens: eval.extrapolation's
-    plan with s = length / L (and the context method, named in the label), its dynamic methods left to
-    eval.extrapolation. The unscaled model comes first, so that a scaling at s = 1 is the one said to repeat it."""
-    static = sorted((m for m in methods if m == "none" or not SCALINGS[split_layers(m)[0]].dynamic),
-                    key=lambda m: m != "none")
-    return [(m.label, m.scaling) for m in plan(run, static, [length], [], context)]
+    plan with s = length / L for a static method and s following the length for a dynamic one (decoded by
+    eval.harness.read_cached), the context method named in the label. The unscaled model comes first, so that a
+    scaling at s = 1 is the one said to repeat it."""
+    ordered = sorted(methods, key=lambda m: m != "none")
+    return [(m.label, m.scaling) for m in plan(run, ordered, [length], [], context)]
 
 
 class NoPasskey(ValueError):
@@ -270,7 +269,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     def work(rows: list[dict], lock) -> None:
         context = parse_checked(args.context_method, "--context-method")
         multiples = parse_multiples(args.multiples) if args.multiples.strip() else []
-        methods = parse_scalings(scalings_option(args.scaling, context, "none,linear,ntk,yarn"))
+        methods = static_scalings(args.scaling, context, "none,linear,ntk,yarn", "eval.probe")
         passkey_multiples = parse_multiples(args.passkey_multiples, "--passkey-multiples")
         depths = parse_multiples(args.passkey_depths, "--passkey-depths")
         if depths[-1] > 1:

@@ -22,7 +22,7 @@ Scoring is RULER's string_match_all for every task here (RULER's constants give 
 string_match_part is for its QA tasks): a trial's score is the share of its expected strings found (case-insensitive)
 in the greedy answer, and a row's score the mean over trials, times 100. The greedy answer is decoded through the KV
 cache under every scaling and context method, as in eval.passkey. Scalings are chosen as in eval.passkey (default
-none; --scaling none,yarn for s = max(1, length / L)); --context-method applies a training-free context method.
+none; --scaling none,yarn for s = max(1, length / L); dynamic and dynamic-yarn follow the length as it decodes); --context-method applies a training-free context method.
 
 Writes --out/results.json (one row per run, scaling, task, length and depth; --resume measures only the missing rows,
 and of a row a kill cut short only the trials not yet in ruler-trials.jsonl) and results.md: score by length per task,
@@ -36,15 +36,15 @@ import time
 from dataclasses import dataclass
 from functools import lru_cache
 
-import torch
 from tqdm import tqdm
 
 from checkpoint import load_model, load_tokenizer
 from config import ContextConfig, UserError
 from data.tokens import TokenData
-from device import autocast, pick_device
+from device import pick_device
 from eval.harness import (CONTEXT_HELP, DATA_HELP, Run, check_applicable, check_data_option, context_settings, evaluate,
-                          evaluator_parser, parse_depths, read_runs, run_lengths, static_scalings, text_shards)
+                          evaluator_parser, parse_depths, parse_scalings, read_cached, read_runs, run_lengths,
+                          scalings_option, text_shards)
 from eval.passkey import FILLER, TrialLog, has_digits, model_identity
 from eval.probe import key_words, model_variants
 from eval.results.ruler import RESULTS, markdown, row_key, write_report
@@ -248,19 +248,12 @@ class Tasks:
 
 
 def greedy(model, prompt: list[int], n: int, device) -> list[int]:
-    """The n tokens greedy decoding gives after the prompt, through the KV cache (every scaling and context method
-    decodes this way in eval.passkey)."""
+    """The n tokens greedy decoding gives after the prompt, through the KV cache, as under every scaling and context
+    method eval.passkey decodes."""
     cache = KVCache(model.cfg.n_layers, capacity=len(prompt) + n, rolling=True)
-
-    @torch.inference_mode()
-    def step(tokens):
-        with autocast(device):
-            logits, _ = model(torch.tensor([tokens], device=device), cache=cache, last_only=True)
-        return int(logits[0, -1].float().argmax())
-
-    out = [step(prompt)]
+    out = [int(read_cached(model, prompt, cache, device)[-1].float().argmax())]
     while len(out) < n:
-        out.append(step(out[-1:]))
+        out.append(int(read_cached(model, out[-1:], cache, device)[-1].float().argmax()))
     return out
 
 
@@ -283,11 +276,31 @@ def measure_run(run: Run, methods: list[str], tasks: list[str], lengths: list[in
             gen.sample(task, 0, n, depths[0] if task in NIAH else None)
     done = {row_key(r) for r in previous}
     base = {"run": run.name, "seed": run.seed, "position": run.position, "train_length": run.train_length}
+    # (the model as loaded, length) -> {(task, depth): a row measured on it}: a scaling at s = 1 is the unscaled model,
+    # whose rows it repeats, naming them in same_as
+    measured: dict[tuple, dict[tuple, dict]] = {}
+    mine = [r for r in previous if (r["run"], r["seed"]) == (run.name, run.seed) and "scores" in r]
+    for length in lengths:
+        for label, scaling in model_variants(run, methods, length, context):
+            for r in mine:
+                if (r["scaling"], r["length"]) == (label, length):
+                    measured.setdefault((repr(scaling), length), {})[(r["task"], r["depth"])] = r
+
+    def record(model: tuple, row: dict) -> None:  # model: (the model as loaded, length)
+        measured.setdefault(model, {})[(row["task"], row["depth"])] = row
+        on_row(row)
+
     identity = ""
     for length in lengths:
         for label, scaling in model_variants(run, methods, length, context):
             todo = [(t, d) for t in tasks for d in (depths if t in NIAH else [None])
                     if row_key({**base, "scaling": label, "task": t, "length": length, "depth": d}) not in done]
+            same_model = (repr(scaling), length)
+            known = measured.get(same_model, {})
+            for task, depth in [x for x in todo if x in known]:
+                first = {k: v for k, v in known[(task, depth)].items() if k != "seconds"}
+                on_row({**first, "scaling": label, "same_as": first["scaling"]})
+            todo = [x for x in todo if x not in known]
             if not todo:
                 continue
             model = load_model(run.path, scaling=scaling, device=device, context=context)
@@ -296,7 +309,7 @@ def measure_run(run: Run, methods: list[str], tasks: list[str], lengths: list[in
                 row = {**base, "scaling": label, "task": task, "length": length,
                        "multiple": round(length / run.train_length, 4), "depth": depth}
                 if limit is not None and length > limit:
-                    on_row({**row, "value": None, "note": f"{run.position} positions stop at {limit - 1}"})
+                    record(same_model, {**row, "value": None, "note": f"{run.position} positions stop at {limit - 1}"})
                     continue
                 identity = identity or model_identity(model, device)
                 key = row_key(row)
@@ -312,12 +325,12 @@ def measure_run(run: Run, methods: list[str], tasks: list[str], lengths: list[in
                         log.add(key, tags, identity, i, before[i], time.perf_counter() - start)
                     answers.append(tokenizer.decode(before[i][0]))
                 scores = [string_match_all(a, s.expected) for a, s in zip(answers, samples)]
-                on_row({**row, "value": round(100 * statistics.fmean(scores), 2), "trials": trials,
-                        "scores": [round(x, 4) for x in scores],
-                        "found": sum(round(x * len(s.expected)) for x, s in zip(scores, samples)),
-                        "expected": sum(len(s.expected) for s in samples), "budget": BUDGET[task],
-                        "answer": answers[0], "seconds": round(log.seconds(key, tags, identity), 2),
-                        "context": context_settings(model, context), "model": identity})
+                record(same_model, {**row, "value": round(100 * statistics.fmean(scores), 2), "trials": trials,
+                                    "scores": [round(x, 4) for x in scores],
+                                    "found": sum(round(x * len(s.expected)) for x, s in zip(scores, samples)),
+                                    "expected": sum(len(s.expected) for s in samples), "budget": BUDGET[task],
+                                    "answer": answers[0], "seconds": round(log.seconds(key, tags, identity), 2),
+                                    "context": context_settings(model, context), "model": identity})
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -332,7 +345,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--trials", type=int, default=DEFAULT_TRIALS,
                         help=f"prompts per task, length and depth (default {DEFAULT_TRIALS})")
     parser.add_argument("--scaling", default=None,
-                        help="static RoPE scalings for unscaled rope models, s = max(1, length / L) (default none)")
+                        help="RoPE scalings for unscaled rope models: a static one at s = max(1, length / L), a dynamic "
+                             "one following the length as it decodes (default none)")
     parser.add_argument("--context-method", default="none", help=CONTEXT_HELP)
     parser.add_argument("--data", default=None, help=DATA_HELP + "; the book haystack of niah_single_book")
     parser.add_argument("--seed", type=int, default=0, help="seed of the prompts (the same for every model)")
@@ -346,7 +360,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                             f"{', '.join(TASKS)}")
         check_data_option(args.data)
         context = parse_checked(args.context_method, "--context-method")
-        methods = static_scalings(args.scaling, context, "none", "eval.ruler")
+        methods = parse_scalings(scalings_option(args.scaling, context, "none"))
         depths = parse_depths(args.depths, "the haystack")
         if args.trials < 1:
             raise UserError(f"--trials must be >= 1, got {args.trials}")

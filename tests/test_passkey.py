@@ -165,6 +165,8 @@ def test_the_command_writes_a_heat_map_per_scaling_and_resumes_cell_by_cell(tiny
     listed_first = passkey.main([*common[:-1], str(tmp_path / "yarn-first"), "--scaling", "yarn,none",
                                  "--lengths", "256"])
     assert [r["scaling"] for r in listed_first if "seconds" in r] == ["none", "none"]  # measured unscaled, whatever the order
+    dynamic = passkey.main([*common[:-1], str(tmp_path / "dynamic"), "--scaling", "dynamic", "--lengths", "512"])
+    assert [r["scaling"] for r in dynamic if "seconds" in r] == ["dynamic"] * 2  # decoded past L in chunks
 
 
 def test_a_killed_evaluation_resumes_trial_by_trial(tiny_run, tmp_path, monkeypatch):

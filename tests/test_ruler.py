@@ -102,6 +102,21 @@ def test_a_default_invocation_writes_the_report(tiny_run, tmp_path):
     assert len(again) == len(got)  # every row was there: none measured again
 
 
+def test_a_scaling_at_s_1_repeats_the_unscaled_rows_it_is(tiny_run, tmp_path):
+    run = copy_run(tiny_run, tmp_path, "rope")  # told it was trained at 512 tokens: a prompt of 400 fits in L
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["model"]["max_seq_len"] = 512
+    (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    common = [str(run), "--lengths", "400", "--trials", "1", "--depths", "0.5", "--tasks", "niah_single_noise,vt",
+              "--device", "cpu", "--out", str(tmp_path / "out")]
+    unscaled = {r["task"]: r for r in ruler.main([*common, "--scaling", "none"])}
+    rows = ruler.main([*common, "--scaling", "none,yarn,dynamic", "--resume"])  # yarn at s = 1 is the same model
+    yarn = {r["task"]: r for r in rows if r["scaling"] == "yarn"}
+    assert yarn.keys() == unscaled.keys() and all(r["same_as"] == "none" and "seconds" not in r for r in yarn.values())
+    assert all(yarn[t]["scores"] == unscaled[t]["scores"] for t in yarn)
+    assert all("seconds" in r and "same_as" not in r for r in rows if r["scaling"] == "dynamic")  # another model
+
+
 def bad(argv, capsys, expected):
     with pytest.raises(SystemExit) as exit_:
         ruler.main(argv)
@@ -132,6 +147,33 @@ def test_greedy_through_the_cache_is_full_forward_argmax(tiny_run):
             logits, _ = model(torch.tensor([tokens]))
             tokens.append(int(logits[0, -1].argmax()))
     assert got == tokens[len(prompt):]
+
+
+@pytest.mark.parametrize("method", ["dynamic", "dynamic-yarn"])
+def test_a_dynamic_scaling_decodes_past_L_as_one_token_steps(tiny_run, method):
+    """Past L a dynamic scaling gives each token the frequencies of its own length: the prompt read in one pass to L
+    and in chunks after it gives the logits, and greedy the answer, of the prompt fed one token at a time; one pass
+    over it all, every token at the prompt's length, does not."""
+    import torch
+    from checkpoint import load_model
+    from config import ScalingConfig
+    from eval.harness import read_cached
+    from model.attention import KVCache
+    L = load_model(tiny_run, device="cpu").cfg.max_seq_len
+    model = load_model(tiny_run, device="cpu", scaling=ScalingConfig(method, 1.0 if method == "dynamic" else None, L))
+    prompt = [(7 * i) % 500 + 3 for i in range(L + 45)]  # past L by more than two chunks
+    cache, tokens, stepped = KVCache(model.cfg.n_layers), list(prompt), []
+    with torch.inference_mode():
+        for t in prompt:
+            stepped.append(model(torch.tensor([[t]]), cache=cache)[0][0, -1])
+        for _ in range(3):
+            tokens.append(int(model(torch.tensor([tokens[-1:]]), cache=cache)[0][0, -1].argmax()))
+        whole = model(torch.tensor([prompt]))[0][0]
+    stepped = torch.stack(stepped)
+    torch.testing.assert_close(read_cached(model, prompt, KVCache(model.cfg.n_layers), torch.device("cpu"), False),
+                               stepped, atol=1e-5, rtol=1e-5)
+    assert (whole - stepped)[L:].abs().max() > 1e-4
+    assert ruler.greedy(model, prompt, 3, torch.device("cpu")) == tokens[len(prompt):]
 
 
 def test_an_answer_that_holds_every_expected_string_scores_100(tiny_run, tmp_path, monkeypatch):

@@ -120,4 +120,21 @@ smollm2-context-use: $(SMOLLM2_RUN)/config.yaml  ## SmolLM2's context use on 8 b
 		$(RUN_PY) -m eval.context_use $$run $(SMOLLM2_CU) --split $$split \
 			--out $(SMOLLM2_REPORT)/context-use/$$split || exit 1; done; done
 
-.PHONY: smollm2 smollm2-report smollm2-extend smollm2-passkey-long smollm2-context-use
+# RULER's tasks for an effective length (eval.ruler): the six offline tasks of gemma3-ruler at 4k, 8k (its L) and 16k,
+# SMOLLM2_RULER_TRIALS prompts a task, length and depth, for the base model under each scaling of
+# SMOLLM2_RULER_SCALINGS (a static one at s = length / L: at 4k and 8k the unscaled model, whose rows it repeats; a
+# dynamic one decoded past L as generation decodes), with sinks, then each fine-tune found in SMOLLM2_EXTEND. Rows land in studies/smollm2/ruler; every call resumes trial by trial (a
+# 16k prompt takes minutes on 2 cores: hours in all).
+SMOLLM2_RULER ?= 4096,8192,16384
+SMOLLM2_RULER_TASKS ?= niah_single_noise,niah_single_book,niah_multikey,vt,cwe,fwe
+SMOLLM2_RULER_TRIALS ?= 5
+SMOLLM2_RULER_SCALINGS ?= none,yarn,linear,ntk,dynamic-yarn,dynamic
+SMOLLM2_RULER_ARGS = --lengths $(SMOLLM2_RULER) --tasks $(SMOLLM2_RULER_TASKS) --trials $(SMOLLM2_RULER_TRIALS) \
+	--data $(SMOLLM2_DATA) --out $(SMOLLM2_REPORT)/ruler --resume
+
+smollm2-ruler: $(SMOLLM2_RUN)/config.yaml  ## RULER's tasks at 4k-16k for every variant and fine-tune: an effective length (hours; resumes trial by trial)
+	$(RUN_PY) -m eval.ruler $(SMOLLM2_RUN) $(SMOLLM2_RULER_ARGS) --scaling $(SMOLLM2_RULER_SCALINGS)
+	$(RUN_PY) -m eval.ruler $(SMOLLM2_RUN) $(SMOLLM2_RULER_ARGS) --context-method sinks
+	for run in $(dir $(SMOLLM2_FINE_TUNES)); do $(RUN_PY) -m eval.ruler $$run $(SMOLLM2_RULER_ARGS) || exit 1; done
+
+.PHONY: smollm2 smollm2-report smollm2-extend smollm2-passkey-long smollm2-context-use smollm2-ruler

@@ -112,14 +112,17 @@ def cu_gain(short: int, long: int, line: str = "none", measured: list[dict] | No
     return mean_interval(gains(measured or rows, label, short, long))
 
 
-def cu_floor() -> tuple[list[dict], str, int]:
-    return (*cu_of("none"), CU_SHORT)  # the base model reading its context of L and nothing before it
+def cu_floor(line: str = "none") -> tuple[list[dict], str, int]:
+    """A line reading its context of L and nothing before it: the base model's (the floor), or the control fine-tune's
+    (the fine-tunes' own floor: the same training, unscaled)."""
+    return (*cu_of(line), CU_SHORT)
 
 
-def cu_over_floor(line: str, measured: list[dict] | None = None, c: int | None = None) -> tuple[float, float, float]:
+def cu_over_floor(line: str, measured: list[dict] | None = None, c: int | None = None,
+                  floor: str = "none") -> tuple[float, float, float]:
     """The mean over books of the floor's loss minus the line's at c (default the longest), its 95% interval."""
     rows, label = cu_of(line)
-    return mean_interval(below_floor(measured or rows, label, c or cu_contexts()[-1], cu_floor()))
+    return mean_interval(below_floor(measured or rows, label, c or cu_contexts()[-1], cu_floor(floor)))
 
 
 def cu_values() -> dict[str, str]:
@@ -132,6 +135,9 @@ def cu_values() -> dict[str, str]:
                     f"cu_past_{line}": nats(cu_gain(CU_SHORT, cu_contexts()[-1], line)),
                     f"cu_rise_{line}": nats(cu_gain(CU_SHORT, cu_contexts()[-1], line), rise=True),
                     f"cu_floor_at_L_{line}": nats(cu_over_floor(line, c=CU_SHORT))}
+    if losses_by_book(*cu_of("control")):
+        out |= {f"cu_over_control_{line}": nats(cu_over_floor(line, floor="control")) for line in ("yarn_ft", "pi_ft")
+                if losses_by_book(*cu_of(line))}
     factor = next(r["factor"] for r in cu_rows() if r["factor"])
     return out | {"cu_margin": f"{cu_rows()[0]['margin']:g}", "cu_factor": f"{factor:g}",
                   "gemma_past_8k": nats(gemma3.gain(gemma3.SHORT, cu_contexts()[-1])),

@@ -110,11 +110,14 @@ def test_a_scaling_at_s_1_repeats_the_unscaled_rows_it_is(tiny_run, tmp_path):
     common = [str(run), "--lengths", "400", "--trials", "1", "--depths", "0.5", "--tasks", "niah_single_noise,vt",
               "--device", "cpu", "--out", str(tmp_path / "out")]
     unscaled = {r["task"]: r for r in ruler.main([*common, "--scaling", "none"])}
-    rows = ruler.main([*common, "--scaling", "none,yarn,dynamic", "--resume"])  # yarn at s = 1 is the same model
-    yarn = {r["task"]: r for r in rows if r["scaling"] == "yarn"}
-    assert yarn.keys() == unscaled.keys() and all(r["same_as"] == "none" and "seconds" not in r for r in yarn.values())
-    assert all(yarn[t]["scores"] == unscaled[t]["scores"] for t in yarn)
-    assert all("seconds" in r and "same_as" not in r for r in rows if r["scaling"] == "dynamic")  # another model
+    rows = ruler.main([*common, "--scaling", "none,yarn,dynamic", "--resume"])  # within L both are the same model
+    for method in ("yarn", "dynamic"):
+        same = {r["task"]: r for r in rows if r["scaling"] == method}
+        assert same.keys() == unscaled.keys() and all(r["same_as"] == "none" and "seconds" not in r
+                                                      for r in same.values())
+        assert all(same[t]["scores"] == unscaled[t]["scores"] for t in same)
+    past_L = ruler.main([*common[:2], "600", *common[3:], "--scaling", "none,dynamic", "--tasks", "vt", "--resume"])
+    assert all("seconds" in r and "same_as" not in r for r in past_L if r["length"] == 600)  # past L: another model
 
 
 def bad(argv, capsys, expected):

@@ -260,14 +260,18 @@ def test_the_smollm2_targets_dry_run_with_their_commands(tmp_path):
                  "-m eval.model_report studies/smollm2 --data ../shared/corpora/gutenberg"):
         assert line in out, line
     extend = tmp_path / "extend"
+    for name in ("smollm2-yarn", "smollm2-continued"):  # the fine-tunes found there, each measured
+        (extend / name).mkdir(parents=True)
+        (extend / name / "checkpoint.json").write_text("{}")
     out = subprocess.run(["make", "--no-print-directory", "-n", "smollm2-passkey-long", f"SMOLLM2_CACHE={tmp_path}",
                           f"SMOLLM2_RUN={run}", f"SMOLLM2_EXTEND={extend}"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
-    for line in (f"train.py --config configs/smollm2-extend.yaml run.out_dir={extend} run.name=smollm2-yarn",
-                 f"-m eval.passkey {run} --lengths 8192,16384,32768 --depths 0,0.5,1 \\\n\t--trials 20 --scaling yarn "
+    assert "train.py" not in out  # measures the fine-tunes there are, trains none
+    for line in (f"-m eval.passkey {run} --lengths 8192,16384,32768 --depths 0,0.5,1 \\\n\t--trials 20 --scaling yarn "
                  "--out studies/smollm2 --resume",
-                 f"-m eval.passkey {extend}/smollm2-yarn --lengths 8192,16384,32768 \\\n\t--depths 0,0.5,1 "
-                 "--trials 20 --out studies/smollm2 --resume"):
+                 f"for run in {extend}/smollm2-continued/ {extend}/smollm2-yarn/; do",
+                 "-m eval.passkey $run --lengths 8192,16384,32768 \\\n\t--depths 0,0.5,1 --trials 20 "
+                 "--out studies/smollm2 --resume || exit 1; done"):
         assert line in out, line
 
 

@@ -87,18 +87,18 @@ smollm2-extend-%: smollm2  ## smollm2-extend-VARIANT: one of them (yarn, pi, con
 		$(ARGS_smollm2-$*) $(SMOLLM2_ARGS) --resume
 
 # The passkey map to 4x its context on the CPU (what gpu-smollm2-eval measures on a GPU): training-free YaRN against
-# the YaRN fine-tune, SMOLLM2_TRIALS keys a cell at SMOLLM2_DEPTHS. Many hours on 2 cores (a 32,768-token prompt is
-# minutes); eval.passkey keeps each finished trial in studies/smollm2/passkey-trials.jsonl, so every call goes on
-# where the last stopped. That log is committed with the rows: the map takes more sittings than one machine lives.
-# Each trial names a digest of the weights it was measured on: the fine-tune, trained again on a new machine,
-# counts the trials logged before only if it came out bit for bit the same.
+# each fine-tune found in SMOLLM2_EXTEND (`make smollm2-extend` trains them), SMOLLM2_TRIALS keys a cell at
+# SMOLLM2_DEPTHS. Many hours on 2 cores (a 32,768-token prompt is minutes); eval.passkey keeps each finished trial in
+# studies/smollm2/passkey-trials.jsonl, so every call goes on where the last stopped. Each trial names a digest of the
+# weights it was measured on: a fine-tune trained again on a new machine counts the trials logged before only if it
+# came out bit for bit the same.
 SMOLLM2_PASSKEY_LONG ?= 8192,16384,32768
 
-smollm2-passkey-long: $(SMOLLM2_RUN)/config.yaml smollm2-extend-yarn  ## the passkey map to 32k on the CPU: training-free YaRN against the YaRN fine-tune (hours; resumes trial by trial)
+smollm2-passkey-long: $(SMOLLM2_RUN)/config.yaml  ## the passkey map to 32k on the CPU: training-free YaRN against each fine-tune (hours; resumes trial by trial)
 	$(RUN_PY) -m eval.passkey $(SMOLLM2_RUN) --lengths $(SMOLLM2_PASSKEY_LONG) --depths $(SMOLLM2_DEPTHS) \
 		--trials $(SMOLLM2_TRIALS) --scaling yarn --out $(SMOLLM2_REPORT) --resume
-	$(RUN_PY) -m eval.passkey $(SMOLLM2_EXTEND)/smollm2-yarn --lengths $(SMOLLM2_PASSKEY_LONG) \
-		--depths $(SMOLLM2_DEPTHS) --trials $(SMOLLM2_TRIALS) --out $(SMOLLM2_REPORT) --resume
+	for run in $(dir $(SMOLLM2_FINE_TUNES)); do $(RUN_PY) -m eval.passkey $$run --lengths $(SMOLLM2_PASSKEY_LONG) \
+		--depths $(SMOLLM2_DEPTHS) --trials $(SMOLLM2_TRIALS) --out $(SMOLLM2_REPORT) --resume || exit 1; done
 
 # Does it use its context? (eval.context_use) The last SMOLLM2_CU_TARGETS tokens of each held-out book (the Gutenberg
 # corpus's 4 test and 4 valid books, one span from each book's start) scored with c tokens of context before them,

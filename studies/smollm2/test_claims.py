@@ -87,11 +87,11 @@ def test_a_first_key_lies_more_than_length_minus_slack_back():
 
 
 def test_claim_unscaled_reads_nothing_past_L():
-    from studies.smollm2.values import CU_SHORT, cu_contexts, cu_gain, cu_rows
+    from studies.smollm2.values import BASE, CU_SHORT, cu_contexts, cu_gain, cu_rows
     from studies.stats import below_zero
     longest = cu_contexts()[-1]
     assert longest > 2 * CU_SHORT - 1 and below_zero(cu_gain(CU_SHORT, longest))
-    assert all(r["train_length"] == CU_SHORT + r["targets"] for r in cu_rows())  # c = 7,936 reads exactly L
+    assert all(r["train_length"] == CU_SHORT + r["targets"] for r in cu_rows() if r["run"] == BASE)  # c = 7,936: L
     level = [dict(r, loss=3.0) for r in cu_rows()]  # the same loss at every c: no rise, so no claim
     assert not below_zero(cu_gain(CU_SHORT, longest, measured=level))
 
@@ -137,3 +137,16 @@ def test_claim_yarn_ft_worse_past_L():
     level = [dict(r, loss=at_L[(r["split"], r["document"], r["span"])]) if r["context_tokens"] == longest else r
              for r in mine]
     assert not below_zero(cu_gain(CU_SHORT, longest, "yarn_ft", measured=level))  # no rise past L, no claim
+
+
+def test_claim_control_beats_yarn_ft():
+    from studies.smollm2.values import CU_SHORT, cu_contexts, cu_gain, cu_over_floor, cu_rows
+    from studies.stats import above_zero, below_zero
+    assert above_zero(cu_over_floor("control", c=CU_SHORT))  # fine-tuning's own gain within L
+    assert below_zero(cu_over_floor("yarn_ft", c=CU_SHORT, floor="control"))
+    assert below_zero(cu_over_floor("yarn_ft", floor="control"))  # its longest context against the control's L
+    assert below_zero(cu_gain(CU_SHORT, cu_contexts()[-1], "control"))
+    # had the YaRN fine-tune's loss been 0.1 nats lower at every c, it would be level with the control or above it
+    better = [dict(r, loss=r["loss"] - 0.1) for r in cu_rows() if r["run"] == "smollm2-yarn"]
+    assert not below_zero(cu_over_floor("yarn_ft", measured=better, c=CU_SHORT, floor="control"))
+    assert not below_zero(cu_over_floor("yarn_ft", measured=better, floor="control"))

@@ -19,7 +19,8 @@ CURVES = {"yarn_ft": ("yarn (fine-tuned)", "YaRN fine-tune"), "pi_ft": ("linear 
           "leaky": ("leaky-rerope", "Leaky ReRoPE"), "sinks": ("sinks", "attention sinks"), "logn": ("logn", "log-n")}
 STATIC = ("pi", "ntk", "yarn")  # at s = length / L = 1 plain RoPE: the none cell
 MODELS = {"none": ("none", "SmolLM2, no scaling"), "yarn": ("yarn", "SmolLM2, training-free YaRN"),
-          "yarn (fine-tuned)": ("yarn_ft", "YaRN fine-tune")}  # the passkey's: scaling: (value name, table name)
+          "yarn (fine-tuned)": ("yarn_ft", "YaRN fine-tune"),
+          "none (fine-tuned)": ("control", "control fine-tune")}  # the passkey's: scaling: (value name, table name)
 DEPTHS = {0.0: "first", 0.5: "middle", 1.0: "last"}
 SLACK = 1_024  # more than a passkey prompt's tokens other than its filler (test_claims checks it with the tokenizer)
 
@@ -136,8 +137,9 @@ def cu_values() -> dict[str, str]:
                     f"cu_rise_{line}": nats(cu_gain(CU_SHORT, cu_contexts()[-1], line), rise=True),
                     f"cu_floor_at_L_{line}": nats(cu_over_floor(line, c=CU_SHORT))}
     if losses_by_book(*cu_of("control")):
-        out |= {f"cu_over_control_{line}": nats(cu_over_floor(line, floor="control")) for line in ("yarn_ft", "pi_ft")
-                if losses_by_book(*cu_of(line))}
+        for line in [ft for ft in ("yarn_ft", "pi_ft") if losses_by_book(*cu_of(ft))]:  # held against the control
+            out |= {f"cu_over_control_{line}": nats(cu_over_floor(line, floor="control")),
+                    f"cu_at_L_over_control_{line}": nats(cu_over_floor(line, c=CU_SHORT, floor="control"))}
     factor = next(r["factor"] for r in cu_rows() if r["factor"])
     return out | {"cu_margin": f"{cu_rows()[0]['margin']:g}", "cu_factor": f"{factor:g}",
                   "gemma_past_8k": nats(gemma3.gain(gemma3.SHORT, cu_contexts()[-1])),
@@ -181,6 +183,8 @@ def named() -> dict[str, str]:
             "cu_short": f"{CU_SHORT:,}", "cu_long": f"{c[-1]:,}", "cu_shortest": f"{c[0]:,}",
             "cu_loss_past_L": nats(cu_gain(CU_SHORT, c[-1]), rise=True), "cu_gain_to_L": nats(cu_gain(c[0], CU_SHORT))}
     out |= cu_values()
-    for k, run in (("yarn_ft", "smollm2-yarn"), ("pi_ft", "smollm2-pi")):
+    for k, run in (("yarn_ft", "smollm2-yarn"), ("pi_ft", "smollm2-pi"), ("control", "smollm2-continued")):
         out[f"val_{k}"] = f"{[r['val_loss'] for r in extend(run)[1] if r.get('val_loss') is not None][-1]:.3f}"
+    again = (study.folder / "context-use" / "smollm2-continued.jsonl").read_text().splitlines()  # trained again here
+    out["val_control_again"] = f"{[r['val_loss'] for r in map(json.loads, again) if 'val_loss' in r][-1]:.3f}"
     return out

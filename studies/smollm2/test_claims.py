@@ -150,3 +150,14 @@ def test_claim_control_beats_yarn_ft():
     better = [dict(r, loss=r["loss"] - 0.1) for r in cu_rows() if r["run"] == "smollm2-yarn"]
     assert not below_zero(cu_over_floor("yarn_ft", measured=better, c=CU_SHORT, floor="control"))
     assert not below_zero(cu_over_floor("yarn_ft", measured=better, floor="control"))
+
+
+def test_claim_first_key_not_fine_tuning(k=KEYS):
+    control, tuned, base = (interval(k[(who, L, 0.0)]) for who in ("control", "yarn_ft", "none"))
+    assert control[1] < tuned[0] and not apart(control, base)
+
+
+def test_a_control_that_found_the_first_key_breaks_its_claim():
+    found = cells([{**r, "hits": 20} if r["run"] == "smollm2-continued" and r["depth"] == 0 else r for r in key_rows()])
+    with pytest.raises(AssertionError):
+        test_claim_first_key_not_fine_tuning(found)

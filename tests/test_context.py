@@ -395,7 +395,7 @@ def test_tasks_and_probes_plan_with_the_method(ten_step_run):
     run = harness.read_run(ten_step_run, "ten")
     context = ContextConfig("logn")
     variants = probe.model_variants(run, ["none", "ntk", "dynamic"], 128, context)
-    assert [label for label, _ in variants] == ["logn", "ntk + logn"]
+    assert [label for label, _ in variants] == ["logn", "ntk + logn", "dynamic + logn"]
     rows = [{"run": "r", "seed": 1, "task": "copy", "scaling": s, "factor_rule": None, "length": 64, "run_length": 64,
              "accuracy": a, "answers": 10, "context": c}
             for s, a, c in (("none", 0.95, None), ("logn", 0.1, {"type": "logn", "length": 64}))]

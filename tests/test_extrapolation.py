@@ -506,10 +506,12 @@ def test_passkey_keys_are_single_token_words_and_ranked(runs):
 
 def test_probe_plans_scalings_as_the_evaluator_does_and_keeps_finished_rows_on_an_error(tmp_path, monkeypatch, capsys):
     run = harness.Run(tmp_path, "rope", 1, "rope", 128, None, False, DataConfig())
-    variants = probe.model_variants(run, ["none", "linear", "dynamic", "yarn"], 512)
-    assert [label for label, _ in variants] == ["none", "linear", "yarn"]  # dynamic ones: eval.extrapolation only
-    planned = harness.plan(run, ["none", "linear", "yarn"], [512], [])
+    variants = probe.model_variants(run, ["linear", "dynamic", "none", "yarn"], 512)
+    assert [label for label, _ in variants] == ["none", "linear", "dynamic", "yarn"]  # the unscaled model first
+    planned = harness.plan(run, ["none", "linear", "dynamic", "yarn"], [512], [])
     assert [scaling for _, scaling in variants] == [m.scaling for m in planned]
+    within_L = probe.model_variants(run, ["none", "dynamic", "yarn"], 128)
+    assert [scaling for _, scaling in within_L] == [None] * 3  # plain RoPE, each loaded as such
     assert variants[1][1].factor == 4 and variants[1][1].original_max_position_embeddings == 128
 
     calls = []

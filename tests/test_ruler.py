@@ -116,6 +116,7 @@ def test_a_scaling_at_s_1_repeats_the_unscaled_rows_it_is(tiny_run, tmp_path):
         assert same.keys() == unscaled.keys() and all(r["same_as"] == "none" and "seconds" not in r
                                                       for r in same.values())
         assert all(same[t]["scores"] == unscaled[t]["scores"] for t in same)
+    assert "| vt | = none |" in (tmp_path / "out" / "results.md").read_text()
     past_L = ruler.main([*common[:2], "600", *common[3:], "--scaling", "none,dynamic", "--tasks", "vt", "--resume"])
     assert all("seconds" in r and "same_as" not in r for r in past_L if r["length"] == 600)  # past L: another model
 

@@ -70,6 +70,8 @@ def effective_lengths(means: dict[int, float]) -> tuple[int | None, int | None]:
 
 
 def cell_text(group: list[dict]) -> str:
+    if group[0].get("same_as"):
+        return f"= {group[0]['same_as']}"
     value = cell_score(group)
     if value is None:
         return f"n/a ({group[0].get('note')})"
@@ -95,7 +97,8 @@ def markdown(rows: list[dict]) -> str:
              "independent: no interval). Mean: over the tasks measured at every length. Effective length (>= 85.6): "
              "the longest length whose mean is at least RULER's threshold, Llama-2-7B's 85.6 at 4k; effective length "
              "(>= 85.6% of shortest): the longest whose mean is at least 85.6% of the model's own mean at its "
-             "shortest length; none where no length qualifies.", ""]
+             "shortest length; none where no length qualifies. = none: the unscaled model itself at that length (a static "
+             "scaling at s = 1, a dynamic one within L), measured once.", ""]
     groups = scores([r for r in rows if "scores" in r or r.get("value") is None])
     lengths = sorted({r["length"] for r in rows})
     summary = ["## Effective length", "",

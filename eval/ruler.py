@@ -279,12 +279,11 @@ def measure_run(run: Run, methods: list[str], tasks: list[str], lengths: list[in
     # (the model as loaded, length) -> {(task, depth): a row measured on it}: a scaling at s = 1 is the unscaled model,
     # whose rows it repeats, naming them in same_as
     measured: dict[tuple, dict[tuple, dict]] = {}
-    mine = [r for r in previous if (r["run"], r["seed"]) == (run.name, run.seed) and "scores" in r]
-    for length in lengths:
-        for label, scaling in model_variants(run, methods, length, context):
-            for r in mine:
-                if (r["scaling"], r["length"]) == (label, length):
-                    measured.setdefault((repr(scaling), length), {})[(r["task"], r["depth"])] = r
+    for r in previous:  # the rows measured before (not those repeating another's), each under the model it was
+        if (r["run"], r["seed"]) == (run.name, run.seed) and "scores" in r and not r.get("same_as"):
+            variants = dict(model_variants(run, methods, r["length"], context))
+            if r["scaling"] in variants:
+                measured.setdefault((repr(variants[r["scaling"]]), r["length"]), {})[(r["task"], r["depth"])] = r
 
     def record(model: tuple, row: dict) -> None:  # model: (the model as loaded, length)
         measured.setdefault(model, {})[(row["task"], row["depth"])] = row

@@ -51,7 +51,7 @@ from safetensors import SafetensorError
 
 from config import ContextConfig, ModelConfig, PositionConfig, ScalingConfig, UserError, to_dict
 from data.tokenizer import PretrainedTokenizer
-from model.attention import SCORES, merged_attention
+from model.attention import merged_attention
 from model.loss import chunk_tokens, token_losses
 from model.context import ContextMethod, build_context
 from model.positions import hiding_mask
@@ -301,6 +301,7 @@ def cache_argument(module) -> str:
 # ----------------------------------------------------------------------------- context methods
 
 CONTEXT_ATTENTION = "positional-gpt-context"  # the name context_attention is registered under
+MASKS = 1 << 24  # (query, key) pairs of a context method's masks made at once (64 MiB in float32)
 
 
 @dataclass(frozen=True)
@@ -346,7 +347,7 @@ def context_attention(module, query, key, value, attention_mask, scaling: float,
     _, far_q, _ = method.far(q_pos, k_pos[:1])  # far_q depends on the query alone, far_k on the key alone
     _, _, far_k = method.far(q_pos[:1], k_pos)
     far_query, far_key = rotate_on(query, far_q - q_pos, shown.inv_freq), rotate_on(key, far_k - k_pos, shown.inv_freq)
-    rows = max(1, SCORES // (B * H * S))  # the (T, S) masks of a long input are made a block of rows at a time
+    rows = max(1, MASKS // S)  # the (T, S) masks of a long input are made a block of rows at a time
     out = []
     for a in range(0, T, rows):
         block = q_pos[a:a + rows]

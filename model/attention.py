@@ -14,7 +14,8 @@ Backends, chosen per call, all computing softmax(q k^T * scale + bias + causal m
     FlexAttention and positions that are indices, its block mask skips the blocks past the window instead);
   - under a context method that shows RoPE's far pairs another distance (model/context.py), `merged_attention`:
     the scores of q and k rotated at their own positions and of q and k rotated at the method's, one picked per
-    pair before one softmax (a score bias under a context method is a float mask, as for the learned biases).
+    pair before one softmax, in one SDPA call per block of queries over the keys it sees (a score bias under a
+    context method is a float mask, as for the learned biases).
 """
 from __future__ import annotations
 
@@ -361,51 +362,38 @@ def per_query_attention(q, k, v, ctx: PositionContext, scale: float, rotate):
     return y.flatten(1, 2).to(v.dtype)
 
 
-SCORES = 1 << 24  # merged_attention's scores in memory at once (64 MiB in float32): query rows per block
-
-
-def grouped_scores(q, k):
-    """q (B, nkv, g, T, hs) against k (B, nkv, 1, S, hs): (B, nkv, g, T, S), one matrix product per key head
-    (broadcasting k over the g query heads would copy it g times)."""
-    return (q.flatten(2, 3) @ k[:, :, 0].mT).unflatten(2, q.shape[2:4])
-
-
 def merged_attention(q, k, far_q, far_k, v, use_far, mask, scale: float):
     """Attention whose score for each (query, key) pair comes from one of two passes: q and k rotated at their
     own positions, or far_q and far_k rotated at those a context method shows far pairs (Self-Extend's groups,
     ReRoPE's window ...), picked by use_far (T, S), then one softmax over the row; mask (1, T, S) holds -inf on
-    future and hidden keys. Query head h reads key head h // (H / nkv), as SDPA's enable_gqa. In blocks of
-    query rows, so the T x S scores of a long input are never in memory at once; a block stops at the last key
-    any of its rows sees, so the causal future is mostly never scored, and each pass scores only the keys from
-    the first (near) or up to the last (far) that a row of the block takes from it: far keys are the old ones, so
-    a long input is mostly scored once."""
-    B, H, T, _ = q.shape
-    dtype = torch.promote_types(q.dtype, torch.float32)  # bf16 scores would round the softmax
-    nkv, S = k.shape[1], k.shape[2]
-    q, far_q = ((x.to(dtype) * scale).unflatten(1, (nkv, -1)) for x in (q, far_q))  # (B, nkv, H / nkv, T, hs)
-    k, far_k, v = (x.unsqueeze(2).to(dtype) for x in (k, far_k, v))  # (B, nkv, 1, S, hs)
-    mask = mask[0]
-    keys = torch.arange(1, S + 1, device=mask.device)
-    ends = torch.where(mask > float("-inf"), keys, 0).amax(-1).tolist()  # (T,): one past each row's last key
-    rows = max(1, SCORES // (B * H * S))
+    future and hidden keys. One SDPA call for each block of QUERY_BLOCK query rows, over only the keys a row of the
+    block sees (a sliding window and its sinks are O(T x window)): q and far_q side by side as one head of twice the
+    width, a key scored near as (k, 0) and one scored far as (0, far_k), so that a column's score is q k or
+    far_q far_k, and a key that some rows score near and others far is two columns, the mask keeping each row's.
+    The fused kernel beats scoring the two passes by hand (2.8x for sinks at 16k on a CPU, studies/bench/history.md)."""
+    T, hs = q.shape[-2], q.shape[-1]
+    gqa = k.shape[1] != q.shape[1]
+    seen = mask[0] > float("-inf")
+    both = torch.cat([q, far_q.to(q.dtype)], dim=-1)  # (B, H, T, 2 hs)
     out = []
-    for a in range(0, T, rows):
-        b = min(T, a + rows)
-        end = max(ends[a:b])
-        block_mask, far = mask[a:b, :end], use_far[a:b, :end]
-        seen = block_mask > float("-inf")
-        far_end = int(torch.where((far & seen).any(0), keys[:end], 0).max())  # one past the last key scored far
-        near = (~far & seen).any(0)
-        near_start = int(near.int().argmax()) if near.any() else end  # the first key scored near
-        scores = q.new_full((B, nkv, H // nkv, b - a, end), float("-inf"))
-        if far_end:
-            scores[..., :far_end] = grouped_scores(far_q[..., a:b, :], far_k[..., :far_end, :])
-        if near_start < end:
-            near_scores = grouped_scores(q[..., a:b, :], k[..., near_start:end, :])
-            scores[..., near_start:] = torch.where(far[:, near_start:], scores[..., near_start:], near_scores)
-        probs = scores.add_(block_mask).softmax(-1)
-        out.append((probs.flatten(2, 3) @ v[:, :, 0, :end, :]).unflatten(2, (H // nkv, -1)))
-    return torch.cat(out, dim=-2).flatten(1, 2).to(v.dtype)  # (B, H, T, hs)
+    for a in range(0, T, QUERY_BLOCK):
+        b = min(T, a + QUERY_BLOCK)
+        far = use_far[a:b] & seen[a:b]
+        near = ~use_far[a:b] & seen[a:b]
+        near_keys, far_keys = near.any(0).nonzero()[:, 0], far.any(0).nonzero()[:, 0]
+        if not len(far_keys):
+            part = (q[..., a:b, :], k[..., near_keys, :], v[..., near_keys, :], near[:, near_keys])
+        elif not len(near_keys):
+            part = (far_q[..., a:b, :].to(q.dtype), far_k[..., far_keys, :].to(k.dtype), v[..., far_keys, :],
+                    far[:, far_keys])
+        else:
+            keys = torch.cat([F.pad(k[..., near_keys, :], (0, hs)),
+                              F.pad(far_k[..., far_keys, :].to(k.dtype), (hs, 0))], dim=-2)
+            values = F.pad(v[..., torch.cat([near_keys, far_keys]), :], (0, hs))  # one head size: SDPA's fast kernel
+            part = (both[..., a:b, :], keys, values, torch.cat([near[:, near_keys], far[:, far_keys]], dim=-1))
+        y = F.scaled_dot_product_attention(*part[:3], attn_mask=part[3], scale=scale, enable_gqa=gqa)
+        out.append(y[..., :hs])
+    return torch.cat(out, dim=-2)  # (B, H, T, hs)
 
 
 class Attention(nn.Module):

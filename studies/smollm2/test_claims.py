@@ -161,3 +161,16 @@ def test_a_control_that_found_the_first_key_breaks_its_claim():
     found = cells([{**r, "hits": 20} if r["run"] == "smollm2-continued" and r["depth"] == 0 else r for r in key_rows()])
     with pytest.raises(AssertionError):
         test_claim_first_key_not_fine_tuning(found)
+
+
+def test_claim_ntk_worse_past_L():
+    from studies.smollm2.values import CU_SHORT, cu_contexts, cu_gain, cu_over_floor, cu_rows
+    from studies.stats import below_zero
+    longest = cu_contexts()[-1]
+    assert below_zero(cu_gain(CU_SHORT, longest, "ntk")) and below_zero(cu_over_floor("ntk"))
+    # had NTK's loss with the longest context been its loss at L, neither would hold
+    mine = [r for r in cu_rows() if r["scaling"] == "ntk"]
+    at_L = {(r["split"], r["document"], r["span"]): r["loss"] for r in mine if r["context_tokens"] == CU_SHORT}
+    level = [dict(r, loss=at_L[(r["split"], r["document"], r["span"])]) if r["context_tokens"] == longest else r
+             for r in mine]
+    assert not below_zero(cu_gain(CU_SHORT, longest, "ntk", measured=level))

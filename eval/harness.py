@@ -297,12 +297,12 @@ class Models:
 @torch.inference_mode()
 def read_cached(model, tokens: list[int], cache: KVCache, device, last_only: bool = True) -> torch.Tensor:
     """The logits (len(tokens) or 1, V) of `tokens` read after what `cache` holds, which they extend: where generation
-    decodes. A dynamic scaling reads its first L tokens in one pass and the rest DECODE_CHUNK at a time, each token
-    with the frequencies of its own length as in one-token steps (as eval.extrapolation decodes past L): one pass
-    over a whole prompt would give every token those of the prompt's length."""
+    decodes. A dynamic scaling reads the tokens up to position L in one pass and the rest DECODE_CHUNK at a time, each
+    token with the frequencies of its own length as in one-token steps (as eval.extrapolation decodes past L): one
+    pass over a whole prompt would give every token those of the prompt's length."""
     pieces = [tokens]
     if model.position.dynamic:
-        head = model.position.scaling.original_max_position_embeddings if len(cache) == 0 else 0
+        head = max(0, model.position.scaling.original_max_position_embeddings - len(cache))
         pieces = [tokens[:head]] + [tokens[i:i + DECODE_CHUNK] for i in range(head, len(tokens), DECODE_CHUNK)]
     out = []
     for piece in filter(None, pieces):

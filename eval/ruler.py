@@ -30,9 +30,11 @@ the mean over tasks, and the two effective lengths (eval/results/ruler.py).
 """
 from __future__ import annotations
 
+import os
 import random
 import statistics
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -82,6 +84,7 @@ DEFAULT_DEPTHS = "0,0.5,1"
 DEFAULT_TRIALS = 10
 TRIALS = "ruler-trials.jsonl"
 WORDS = 400  # the candidate words (one token each)
+SHARED_PREFIX = 512  # tokens of a common prefix past which the trials of a row read it once (greedy_trials)
 
 
 @lru_cache(maxsize=8)
@@ -247,14 +250,29 @@ class Tasks:
         return s
 
 
-def greedy(model, prompt: list[int], n: int, device) -> list[int]:
+def greedy(model, prompt: list[int], n: int, device, cache: KVCache | None = None) -> list[int]:
     """The n tokens greedy decoding gives after the prompt, through the KV cache, as under every scaling and context
-    method eval.passkey decodes."""
-    cache = KVCache(model.cfg.n_layers, capacity=len(prompt) + n, rolling=True)
-    out = [int(read_cached(model, prompt, cache, device)[-1].float().argmax())]
+    method eval.passkey decodes; `cache` may hold the prompt's first tokens already."""
+    cache = KVCache(model.cfg.n_layers, capacity=len(prompt) + n, rolling=True) if cache is None else cache
+    out = [int(read_cached(model, prompt[len(cache):], cache, device)[-1].float().argmax())]
     while len(out) < n:
         out.append(int(read_cached(model, out[-1:], cache, device)[-1].float().argmax()))
     return out
+
+
+def greedy_trials(model, prompts: list[list[int]], n: int, device) -> Iterator[list[int]]:
+    """greedy's answer to each prompt in turn. Where the prompts share SHARED_PREFIX tokens or more (the haystack
+    before a needle at depth 0.5 or 1), that prefix is read once, and each prompt continues it and is rewound to it,
+    as eval.passkey's trials are: the keys and values of a prefix do not depend on what follows it."""
+    shared = min(len(os.path.commonprefix(prompts)), min(map(len, prompts)) - 1) if len(prompts) > 1 else 0
+    if shared < SHARED_PREFIX:
+        yield from (greedy(model, p, n, device) for p in prompts)
+        return
+    cache = KVCache(model.cfg.n_layers, capacity=max(map(len, prompts)) + n)  # not rolling: rewound
+    read_cached(model, prompts[0][:shared], cache, device)
+    for p in prompts:
+        yield greedy(model, p, n, device, cache)
+        cache.rewind(shared)
 
 
 def book_tokens(run: Run):
@@ -315,14 +333,14 @@ def measure_run(run: Run, methods: list[str], tasks: list[str], lengths: list[in
                 samples = [gen.sample(task, i, length, depth) for i in range(trials)]
                 tags = [f"{i}:{'|'.join(s.expected)}" for i, s in enumerate(samples)]  # what fixes the prompts
                 before = log.finished(key, tags, identity)
-                answers = []
-                for i, s in enumerate(samples):
-                    if i not in before:
-                        start = time.perf_counter()
-                        generated = greedy(model, s.prompt, BUDGET[task], device)
-                        before[i] = (generated, [])
-                        log.add(key, tags, identity, i, before[i], time.perf_counter() - start)
-                    answers.append(tokenizer.decode(before[i][0]))
+                left = [i for i in range(trials) if i not in before]
+                start = time.perf_counter()  # a trial's seconds: from the one before (the first: a shared prefix's)
+                for i, generated in zip(left, greedy_trials(model, [samples[i].prompt for i in left], BUDGET[task],
+                                                            device)):
+                    before[i] = (generated, [])
+                    log.add(key, tags, identity, i, before[i], time.perf_counter() - start)
+                    start = time.perf_counter()
+                answers = [tokenizer.decode(before[i][0]) for i in range(trials)]
                 scores = [string_match_all(a, s.expected) for a, s in zip(answers, samples)]
                 record(same_model, {**row, "value": round(100 * statistics.fmean(scores), 2), "trials": trials,
                                     "scores": [round(x, 4) for x in scores],

@@ -180,8 +180,27 @@ def test_a_dynamic_scaling_decodes_past_L_as_one_token_steps(tiny_run, method):
     assert ruler.greedy(model, prompt, 3, torch.device("cpu")) == tokens[len(prompt):]
 
 
+@pytest.mark.parametrize("method", [None, "dynamic"])
+def test_trials_that_share_a_prefix_read_it_once_and_answer_as_alone(tiny_run, method, monkeypatch):
+    """Prompts with a common prefix (a needle's haystack) continue one read of it, rewound after each, and greedy
+    gives each the answer it gives it alone, past L under a dynamic scaling too; the prefix is read once."""
+    import torch
+    from checkpoint import load_model
+    from config import ScalingConfig
+    L = load_model(tiny_run, device="cpu").cfg.max_seq_len
+    model = load_model(tiny_run, device="cpu", scaling=method and ScalingConfig(method, 1.0, L))
+    haystack = [(7 * i) % 500 + 3 for i in range(L + 20)]  # past L: the prefix alone decodes past it
+    prompts = [haystack + [11 + t, 12, 13 + 2 * t, 14] for t in range(3)]
+    alone = [ruler.greedy(model, p, 3, torch.device("cpu")) for p in prompts]
+    monkeypatch.setattr(ruler, "SHARED_PREFIX", 16)
+    read, forward = [], model.forward
+    monkeypatch.setattr(model, "forward", lambda idx, *a, **k: (read.append(idx.shape[1]), forward(idx, *a, **k))[1])
+    assert list(ruler.greedy_trials(model, prompts, 3, torch.device("cpu"))) == alone
+    assert sum(read) == len(haystack) + 3 * (4 + 2)  # the prefix once, then each prompt's own 4 and 2 decoded
+
+
 def test_an_answer_that_holds_every_expected_string_scores_100(tiny_run, tmp_path, monkeypatch):
-    monkeypatch.setattr(ruler, "greedy", lambda model, prompt, n, device: prompt)  # the prompt holds the answers
+    monkeypatch.setattr(ruler, "greedy", lambda model, prompt, n, device, cache=None: prompt)  # holds the answers
     got = ruler.main([str(tiny_run), "--lengths", "400", "--trials", "2", "--depths", "0,1", "--device", "cpu",
                       "--tasks", "niah_single_noise,vt", "--out", str(tmp_path)])
     assert [r["value"] for r in got] == [100.0] * 3

@@ -225,10 +225,11 @@ def plan_scalings(run: Run, methods: list[str], lengths: list[int], fixed_factor
         if method == "none":
             out += [Measurement(run, entry, None, None, None, n) for n in lengths]
         elif SCALINGS[method].dynamic:
-            # Factor 1 for dynamic NTK: b' = b * (T/L)^(d/(d-2)), s following the current length T.
+            # Factor 1 for dynamic NTK: b' = b * (T/L)^(d/(d-2)), s following the current length T; within L it is
+            # plain RoPE, loaded as such, as a static scaling at s = 1 is
             scaling = ScalingConfig(method, 1.0, L, layers=layers)
-            out += [Measurement(run, entry, scaling, None, "T/L", n, decode_from=L if n > L else None)
-                    for n in lengths]
+            out += [Measurement(run, entry, scaling if n > L else None, None, "T/L", n,
+                                decode_from=L if n > L else None) for n in lengths]
         else:
             for n in lengths:
                 s = max(1.0, n / L)

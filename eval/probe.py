@@ -57,12 +57,10 @@ def model_variants(run: Run, methods: list[str], length: int, context: ContextCo
                    ) -> list[tuple[str, ScalingConfig | FromRun | None]]:
     """(scaling label, what load_model gets) for a run probed at `length` tokens: eval.extrapolation's
     plan with s = length / L for a static method and s following the length for a dynamic one (decoded by
-    eval.harness.read_cached), the context method named in the label. A dynamic method within L is plain RoPE, as a
-    static one at s = 1 is: loaded as such, and the unscaled model comes first, so that it is the one said to be
-    repeated."""
+    eval.harness.read_cached), the context method named in the label. Within L both are the unscaled model, which
+    comes first, so that it is the one said to be repeated."""
     ordered = sorted(methods, key=lambda m: m != "none")
-    return [(m.label, None if m.factor_rule == "T/L" and length <= run.train_length else m.scaling)
-            for m in plan(run, ordered, [length], [], context)]
+    return [(m.label, m.scaling) for m in plan(run, ordered, [length], [], context)]
 
 
 class NoPasskey(ValueError):

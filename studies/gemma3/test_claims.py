@@ -1,5 +1,6 @@
 """The claims of studies/gemma3/README.md from the committed rows, taken as defaults: changed rows can be passed."""
-from studies.gemma3.values import SHORT, bench, contexts, gain, rows
+from eval.results import ruler
+from studies.gemma3.values import OURS, SHORT, TRANSFORMERS, bench, benches, contexts, gain, rows, ruler_rows, speedup
 from studies.stats import above_zero
 
 MIN_BOOKS = 8  # the issue's bar: every real-model number from at least 8 held-out books
@@ -29,7 +30,6 @@ def test_a_changed_row_breaks_the_positive_control():
 
 
 def test_claim_window_faster_at_32k():
-    from studies.gemma3.values import OURS, TRANSFORMERS, bench, benches, speedup
     short, long = bench(), benches()[-1]
     assert long["length"] == 2 * short["length"] and long["max_logit_difference"]["peer"] < 1e-3
     assert speedup(TRANSFORMERS, long) > speedup(TRANSFORMERS, short)  # the gap grows with the length
@@ -38,8 +38,6 @@ def test_claim_window_faster_at_32k():
 
 
 def test_claim_ruler_effective_length(measured=None):
-    from eval.results import ruler
-    from studies.gemma3.values import ruler_rows
     (by_task,) = ruler.scores([x for x in measured or ruler_rows() if "scores" in x]).values()
     means = ruler.mean_by_length(by_task)
     assert set(means) == {4096, 8192} and all(v < ruler.THRESHOLD for v in means.values())
@@ -48,7 +46,6 @@ def test_claim_ruler_effective_length(measured=None):
 
 def test_a_needle_found_everywhere_breaks_the_ruler_claim():
     import pytest
-    from studies.gemma3.values import ruler_rows
     perfect = [dict(x, scores=[1.0] * len(x["scores"])) for x in ruler_rows()]
     with pytest.raises(AssertionError):
         test_claim_ruler_effective_length(perfect)

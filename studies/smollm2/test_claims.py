@@ -3,9 +3,11 @@ import pytest
 
 from checkpoint import load_tokenizer
 from eval.passkey import Prompts
+from studies.gemma3 import values as gemma3
 from studies.report import ROOT
-from studies.smollm2.values import SLACK, cells, curves, interval, key_rows, named, ppl_rows, rise
-from studies.stats import apart
+from studies.smollm2.values import (BASE, CU_SHORT, SLACK, cells, cu_contexts, cu_gain, cu_over_floor, cu_rows, curves,
+                                    interval, key_rows, named, ppl_rows, rise)
+from studies.stats import above_zero, apart, below_zero
 
 PPL, KEYS = curves(ppl_rows()), cells(key_rows())
 L = min(PPL["none"])
@@ -87,8 +89,6 @@ def test_a_first_key_lies_more_than_length_minus_slack_back():
 
 
 def test_claim_unscaled_reads_nothing_past_L():
-    from studies.smollm2.values import BASE, CU_SHORT, cu_contexts, cu_gain, cu_rows
-    from studies.stats import below_zero
     longest = cu_contexts()[-1]
     assert longest > 2 * CU_SHORT - 1 and below_zero(cu_gain(CU_SHORT, longest))
     assert all(r["train_length"] == CU_SHORT + r["targets"] for r in cu_rows() if r["run"] == BASE)  # c = 7,936: L
@@ -97,8 +97,6 @@ def test_claim_unscaled_reads_nothing_past_L():
 
 
 def test_claim_yarn_no_use_past_L():
-    from studies.smollm2.values import CU_SHORT, cu_contexts, cu_gain, cu_over_floor, cu_rows
-    from studies.stats import above_zero
     longest = cu_contexts()[-1]
     assert not above_zero(cu_gain(CU_SHORT, longest, "yarn")) and not above_zero(cu_over_floor("yarn"))
     # had the longest context lowered YaRN's loss well below both, the claim would fail
@@ -109,9 +107,6 @@ def test_claim_yarn_no_use_past_L():
 
 
 def test_claim_gemma_uses_past_L():
-    from studies.gemma3 import values as gemma3
-    from studies.smollm2.values import CU_SHORT, cu_contexts
-    from studies.stats import above_zero
     longest = cu_contexts()[-1]  # SmolLM2's longest c, which Gemma's rows hold too
     assert gemma3.SHORT == CU_SHORT and above_zero(gemma3.gain(CU_SHORT, longest))
     level = [dict(r, loss=3.0) for r in gemma3.rows()]
@@ -119,16 +114,12 @@ def test_claim_gemma_uses_past_L():
 
 
 def test_claim_pi_no_use_past_L():
-    from studies.smollm2.values import CU_SHORT, cu_contexts, cu_gain, cu_over_floor
-    from studies.stats import above_zero, apart
     pi, yarn = cu_over_floor("pi"), cu_over_floor("yarn")
     assert not above_zero(cu_gain(CU_SHORT, cu_contexts()[-1], "pi"))
     assert pi[0] < yarn[0] and apart(pi[1:], yarn[1:])
 
 
 def test_claim_yarn_ft_worse_past_L():
-    from studies.smollm2.values import CU_SHORT, cu_contexts, cu_gain, cu_over_floor, cu_rows
-    from studies.stats import above_zero, below_zero
     longest = cu_contexts()[-1]
     assert below_zero(cu_gain(CU_SHORT, longest, "yarn_ft")) and not above_zero(cu_over_floor("yarn_ft"))
     assert above_zero(cu_over_floor("yarn_ft", c=CU_SHORT))
@@ -140,8 +131,6 @@ def test_claim_yarn_ft_worse_past_L():
 
 
 def test_claim_control_beats_yarn_ft():
-    from studies.smollm2.values import CU_SHORT, cu_contexts, cu_gain, cu_over_floor, cu_rows
-    from studies.stats import above_zero, below_zero
     assert above_zero(cu_over_floor("control", c=CU_SHORT))  # fine-tuning's own gain within L
     assert below_zero(cu_over_floor("yarn_ft", c=CU_SHORT, floor="control"))
     assert below_zero(cu_over_floor("yarn_ft", floor="control"))  # its longest context against the control's L
@@ -164,8 +153,6 @@ def test_a_control_that_found_the_first_key_breaks_its_claim():
 
 
 def test_claim_ntk_worse_past_L():
-    from studies.smollm2.values import CU_SHORT, cu_contexts, cu_gain, cu_over_floor, cu_rows
-    from studies.stats import below_zero
     longest = cu_contexts()[-1]
     assert below_zero(cu_gain(CU_SHORT, longest, "ntk")) and below_zero(cu_over_floor("ntk"))
     # had NTK's loss with the longest context been its loss at L, neither would hold

@@ -8,7 +8,7 @@ from studies.gemma3 import values as gemma3
 from studies.report import Study
 from studies.stats import mean_interval, wilson
 from studies.tables import (below_floor, context_use_rows, context_use_table, gains, grid, losses_by_book, nats,
-                            trained_tokens)
+                            ruler_table, trained_tokens)
 
 study = Study(__file__)
 # each curve as the page names it: the rows' scaling or context method (one run each), the table's name
@@ -153,6 +153,19 @@ def context_use() -> str:
     shown = [(name, *cu_of(line), floor) for line, (name, _, _) in CU_LINES.items()]
     shown.append(("Gemma 3 270M, trained at 32k", gemma3.rows(), gemma3.NATIVE, None))  # the positive control
     return context_use_table(shown, c, [(c[0], CU_SHORT), (CU_SHORT, c[-1])])
+
+
+def ruler_rows() -> list[dict]:
+    return previous_rows(study.folder / "ruler" / "results.json", "eval.ruler", "expected")
+
+
+# RULER's lines: the context-use table's, each by the scaling label of eval.ruler's rows
+RULER_LINES = [(name, run, label.split(" (s = ")[0]) for name, run, label in CU_LINES.values()]
+
+
+@study.table
+def ruler_by_length() -> str:
+    return ruler_table(ruler_rows(), RULER_LINES)
 
 
 def extend(run: str) -> tuple[dict, list[dict]]:  # a fine-tune's config and training log

@@ -161,3 +161,15 @@ def test_claim_ntk_worse_past_L():
     level = [dict(r, loss=at_L[(r["split"], r["document"], r["span"])]) if r["context_tokens"] == longest else r
              for r in mine]
     assert not below_zero(cu_gain(CU_SHORT, longest, "ntk", measured=level))
+
+
+def test_claim_pi_ft_worse_past_L():
+    longest = cu_contexts()[-1]
+    assert below_zero(cu_over_floor("pi_ft", c=CU_SHORT, floor="control"))
+    assert below_zero(cu_gain(CU_SHORT, longest, "pi_ft"))
+    # had its loss been level past L and 0.8 nats lower, it would neither rise nor fall short of the control
+    mine = [r for r in cu_rows() if r["run"] == "smollm2-pi"]
+    at_L = {(r["split"], r["document"], r["span"]): r["loss"] for r in mine if r["context_tokens"] == CU_SHORT}
+    better = [dict(r, loss=at_L[(r["split"], r["document"], r["span"])] - 0.8) for r in mine]
+    assert not below_zero(cu_gain(CU_SHORT, longest, "pi_ft", measured=better))
+    assert not below_zero(cu_over_floor("pi_ft", measured=better, c=CU_SHORT, floor="control"))

@@ -198,6 +198,7 @@ def named() -> dict[str, str]:
     out |= cu_values()
     for k, run in (("yarn_ft", "smollm2-yarn"), ("pi_ft", "smollm2-pi"), ("control", "smollm2-continued")):
         out[f"val_{k}"] = f"{[r['val_loss'] for r in extend(run)[1] if r.get('val_loss') is not None][-1]:.3f}"
-    again = (study.folder / "context-use" / "smollm2-continued.jsonl").read_text().splitlines()  # trained again here
-    out["val_control_again"] = f"{[r['val_loss'] for r in map(json.loads, again) if 'val_loss' in r][-1]:.3f}"
+    for k, run in (("control", "smollm2-continued"), ("pi_ft", "smollm2-pi")):  # the logs of those trained again here
+        again = (study.folder / "context-use" / f"{run}.jsonl").read_text().splitlines()
+        out[f"val_{k}_again"] = f"{[r['val_loss'] for r in map(json.loads, again) if 'val_loss' in r][-1]:.3f}"
     return out

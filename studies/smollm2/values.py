@@ -3,6 +3,7 @@ import json
 
 import yaml
 
+from eval.results import ruler
 from eval.results.rows import previous_rows
 from studies.gemma3 import values as gemma3
 from studies.report import Study
@@ -166,6 +167,18 @@ RULER_LINES = [(name, run, label.split(" (s = ")[0]) for name, run, label in CU_
 @study.table
 def ruler_by_length() -> str:
     return ruler_table(ruler_rows(), RULER_LINES)
+
+
+@study.named
+def ruler_values() -> dict[str, str]:
+    """The tasks and prompts of RULER's rows, and the unscaled model's mean by length and effective lengths."""
+    (by_task,) = [v for (run, label), v in ruler.scores([r for r in ruler_rows() if "scores" in r]).items()
+                  if (run, label) == (BASE, "none")]
+    means = ruler.mean_by_length(by_task)
+    absolute, relative = ruler.effective_lengths(means)
+    return {"ruler_tasks": str(len(by_task)), "ruler_trials": str(ruler_rows()[0]["trials"]),
+            "ruler_absolute_none": ruler.named(absolute), "ruler_relative_none": ruler.named(relative),
+            **{f"ruler_mean_none_{n}": f"{m:.1f}" for n, m in means.items()}}
 
 
 def extend(run: str) -> tuple[dict, list[dict]]:  # a fine-tune's config and training log

@@ -3,10 +3,11 @@ import pytest
 
 from checkpoint import load_tokenizer
 from eval.passkey import Prompts
+from eval.results import ruler
 from studies.gemma3 import values as gemma3
 from studies.report import ROOT
 from studies.smollm2.values import (BASE, CU_SHORT, SLACK, cells, cu_contexts, cu_gain, cu_over_floor, cu_rows, curves,
-                                    interval, key_rows, named, ppl_rows, rise)
+                                    interval, key_rows, named, ppl_rows, rise, ruler_rows)
 from studies.stats import above_zero, apart, below_zero
 
 PPL, KEYS = curves(ppl_rows()), cells(key_rows())
@@ -173,3 +174,20 @@ def test_claim_pi_ft_worse_past_L():
     better = [dict(r, loss=at_L[(r["split"], r["document"], r["span"])] - 0.8) for r in mine]
     assert not below_zero(cu_gain(CU_SHORT, longest, "pi_ft", measured=better))
     assert not below_zero(cu_over_floor("pi_ft", measured=better, c=CU_SHORT, floor="control"))
+
+
+def test_claim_ruler_effective_length_none(measured=None):
+    (by_task,) = [v for (run, label), v in ruler.scores([x for x in measured or ruler_rows() if "scores" in x]).items()
+                  if (run, label) == (BASE, "none")]
+    means = ruler.mean_by_length(by_task)
+    assert set(means) == {4096, 8192} and len(by_task) == 6 and all(v < ruler.THRESHOLD for v in means.values())
+    assert means[8192] < ruler.RELATIVE * means[4096] and ruler.effective_lengths(means) == (None, 4096)
+    first = [x for x in measured or ruler_rows() if x["length"] == 8192 and x["depth"] == 0.0 and "scores" in x]
+    assert len(first) == 3 and all(x["value"] == 0 for x in first) and KEYS[("none", L, 0.0)]["hits"] == 0
+
+
+def test_a_model_as_good_at_8k_breaks_the_ruler_claim():
+    perfect_at_L = [dict(x, scores=[1.0] * len(x["scores"])) if x["length"] == 8192 and x.get("scores") else x
+                    for x in ruler_rows()]
+    with pytest.raises(AssertionError):
+        test_claim_ruler_effective_length_none(perfect_at_L)

@@ -126,18 +126,22 @@ def nats(interval: tuple[float, float, float], rise: bool = False) -> str:
     return f"{mean:{sign}.3f} nats (95% interval {low:{sign}.3f} to {high:{sign}.3f})"
 
 
+def ruler_means(rows: list[dict], run: str, scaling: str) -> tuple[dict, dict[int, float]]:
+    """One line of eval.ruler's rows: its cells by task and length, and its mean over tasks by length ({} if none)."""
+    by_task = ruler.scores([r for r in rows if "scores" in r]).get((run, scaling), {})
+    return by_task, ruler.mean_by_length(by_task) if by_task else {}
+
+
 def ruler_table(rows: list[dict], shown: list[tuple[str, str, str]]) -> str:
     """One line per (its name on the page, run, scaling label) of eval.ruler's rows: the mean over tasks at each length
     measured (RULER's own summary; each task's cell, with its Wilson interval over trials, is in the rows' results.md)
     and the two effective lengths of eval.results.ruler."""
-    groups = ruler.scores([r for r in rows if "scores" in r])
     lengths = sorted({r["length"] for r in rows})
     lines = []
     for name, run, scaling in shown:
-        by_task = groups.get((run, scaling))
+        by_task, means = ruler_means(rows, run, scaling)
         if not by_task:
             continue
-        means = ruler.mean_by_length(by_task)
         absolute, relative = ruler.effective_lengths(means)
         lines.append([name, str(len(by_task)), *[f"{means[n]:.1f}" if n in means else "-" for n in lengths],
                       ruler.named(absolute), ruler.named(relative)])

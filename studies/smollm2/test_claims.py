@@ -9,6 +9,7 @@ from studies.report import ROOT
 from studies.smollm2.values import (BASE, CU_SHORT, SLACK, cells, cu_contexts, cu_gain, cu_over_floor, cu_rows, curves,
                                     interval, key_rows, named, ppl_rows, rise, ruler_rows)
 from studies.stats import above_zero, apart, below_zero
+from studies.tables import ruler_means
 
 PPL, KEYS = curves(ppl_rows()), cells(key_rows())
 L = min(PPL["none"])
@@ -177,9 +178,7 @@ def test_claim_pi_ft_worse_past_L():
 
 
 def test_claim_ruler_effective_length_none(measured=None):
-    (by_task,) = [v for (run, label), v in ruler.scores([x for x in measured or ruler_rows() if "scores" in x]).items()
-                  if (run, label) == (BASE, "none")]
-    means = ruler.mean_by_length(by_task)
+    by_task, means = ruler_means(measured or ruler_rows(), BASE, "none")
     assert set(means) == {4096, 8192} and len(by_task) == 6 and all(v < ruler.THRESHOLD for v in means.values())
     assert means[8192] < ruler.RELATIVE * means[4096] and ruler.effective_lengths(means) == (None, 4096)
     first = [x for x in measured or ruler_rows() if x["length"] == 8192 and x["depth"] == 0.0 and "scores" in x]

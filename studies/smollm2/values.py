@@ -9,7 +9,7 @@ from studies.gemma3 import values as gemma3
 from studies.report import Study
 from studies.stats import mean_interval, wilson
 from studies.tables import (below_floor, context_use_rows, context_use_table, gains, grid, losses_by_book, nats,
-                            ruler_table, trained_tokens)
+                            ruler_means, ruler_table, trained_tokens)
 
 study = Study(__file__)
 # each curve as the page names it: the rows' scaling or context method (one run each), the table's name
@@ -172,9 +172,7 @@ def ruler_by_length() -> str:
 @study.named
 def ruler_values() -> dict[str, str]:
     """The tasks and prompts of RULER's rows, and the unscaled model's mean by length and effective lengths."""
-    (by_task,) = [v for (run, label), v in ruler.scores([r for r in ruler_rows() if "scores" in r]).items()
-                  if (run, label) == (BASE, "none")]
-    means = ruler.mean_by_length(by_task)
+    by_task, means = ruler_means(ruler_rows(), BASE, "none")
     absolute, relative = ruler.effective_lengths(means)
     return {"ruler_tasks": str(len(by_task)), "ruler_trials": str(ruler_rows()[0]["trials"]),
             "ruler_absolute_none": ruler.named(absolute), "ruler_relative_none": ruler.named(relative),

@@ -90,6 +90,13 @@ def test_a_first_key_lies_more_than_length_minus_slack_back():
     assert 0 < Prompts(load_tokenizer(run), seed=0, trials=20).fixed < SLACK
 
 
+def level_past_L(rows: list[dict], longest: int) -> list[dict]:
+    """The rows with each book's loss at the longest context set to its loss at L: no rise past L."""
+    at_L = {(r["split"], r["document"], r["span"]): r["loss"] for r in rows if r["context_tokens"] == CU_SHORT}
+    return [dict(r, loss=at_L[r["split"], r["document"], r["span"]]) if r["context_tokens"] == longest else r
+            for r in rows]
+
+
 def test_claim_unscaled_reads_nothing_past_L():
     longest = cu_contexts()[-1]
     assert longest > 2 * CU_SHORT - 1 and below_zero(cu_gain(CU_SHORT, longest))
@@ -126,9 +133,7 @@ def test_claim_yarn_ft_worse_past_L():
     assert below_zero(cu_gain(CU_SHORT, longest, "yarn_ft")) and not above_zero(cu_over_floor("yarn_ft"))
     assert above_zero(cu_over_floor("yarn_ft", c=CU_SHORT))
     mine = [r for r in cu_rows() if r["run"] == "smollm2-yarn"]
-    at_L = {(r["split"], r["document"], r["span"]): r["loss"] for r in mine if r["context_tokens"] == CU_SHORT}
-    level = [dict(r, loss=at_L[(r["split"], r["document"], r["span"])]) if r["context_tokens"] == longest else r
-             for r in mine]
+    level = level_past_L(mine, longest)
     assert not below_zero(cu_gain(CU_SHORT, longest, "yarn_ft", measured=level))  # no rise past L, no claim
 
 
@@ -159,9 +164,7 @@ def test_claim_ntk_worse_past_L():
     assert below_zero(cu_gain(CU_SHORT, longest, "ntk")) and below_zero(cu_over_floor("ntk"))
     # had NTK's loss with the longest context been its loss at L, neither would hold
     mine = [r for r in cu_rows() if r["scaling"] == "ntk"]
-    at_L = {(r["split"], r["document"], r["span"]): r["loss"] for r in mine if r["context_tokens"] == CU_SHORT}
-    level = [dict(r, loss=at_L[(r["split"], r["document"], r["span"])]) if r["context_tokens"] == longest else r
-             for r in mine]
+    level = level_past_L(mine, longest)
     assert not below_zero(cu_gain(CU_SHORT, longest, "ntk", measured=level))
 
 
@@ -171,8 +174,7 @@ def test_claim_pi_ft_worse_past_L():
     assert below_zero(cu_gain(CU_SHORT, longest, "pi_ft"))
     # had its loss been level past L and 0.8 nats lower, it would neither rise nor fall short of the control
     mine = [r for r in cu_rows() if r["run"] == "smollm2-pi"]
-    at_L = {(r["split"], r["document"], r["span"]): r["loss"] for r in mine if r["context_tokens"] == CU_SHORT}
-    better = [dict(r, loss=at_L[(r["split"], r["document"], r["span"])] - 0.8) for r in mine]
+    better = [dict(r, loss=r["loss"] - 0.8) for r in level_past_L(mine, longest)]
     assert not below_zero(cu_gain(CU_SHORT, longest, "pi_ft", measured=better))
     assert not below_zero(cu_over_floor("pi_ft", measured=better, c=CU_SHORT, floor="control"))
 

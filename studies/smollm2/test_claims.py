@@ -6,10 +6,10 @@ from eval.passkey import Prompts
 from eval.results import ruler
 from studies.gemma3 import values as gemma3
 from studies.report import ROOT
-from studies.smollm2.values import (BASE, CU_SHORT, SLACK, cells, cu_contexts, cu_gain, cu_over_floor, cu_rows, curves,
-                                    interval, key_rows, named, ppl_rows, rise, ruler_rows)
+from studies.smollm2.values import (BASE, CU_SHORT, SLACK, cells, cu_contexts, cu_gain, cu_of, cu_over_floor, cu_rows,
+                                    curves, interval, key_rows, named, ppl_rows, rise, ruler_rows)
 from studies.stats import above_zero, apart, below_zero
-from studies.tables import ruler_means
+from studies.tables import losses_by_book, ruler_means
 
 PPL, KEYS = curves(ppl_rows()), cells(key_rows())
 L = min(PPL["none"])
@@ -192,3 +192,16 @@ def test_a_model_as_good_at_8k_breaks_the_ruler_claim():
                     for x in ruler_rows()]
     with pytest.raises(AssertionError):
         test_claim_ruler_effective_length_none(perfect_at_L)
+
+
+def test_claim_sinks_at_floor(measured=None):
+    over = cu_over_floor("sinks", measured=measured)
+    assert not above_zero(over) and not below_zero(over) and abs(over[0]) < 0.01
+    assert len(losses_by_book(*cu_of("sinks"))) >= 8
+
+
+def test_sinks_that_read_past_L_break_their_claim():
+    longest = cu_contexts()[-1]
+    read = [dict(r, loss=r["loss"] - 0.05) if r["context_tokens"] == longest else r for r in cu_of("sinks")[0]]
+    with pytest.raises(AssertionError):
+        test_claim_sinks_at_floor(read)

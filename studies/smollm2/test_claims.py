@@ -183,7 +183,8 @@ def test_claim_ruler_effective_length_none(measured=None):
     by_task, means = ruler_means(measured or ruler_rows(), BASE, "none")
     assert set(means) == {4096, 8192} and len(by_task) == 6 and all(v < ruler.THRESHOLD for v in means.values())
     assert means[8192] < ruler.RELATIVE * means[4096] and ruler.effective_lengths(means) == (None, 4096)
-    first = [x for x in measured or ruler_rows() if x["length"] == 8192 and x["depth"] == 0.0 and "scores" in x]
+    first = [x for x in measured or ruler_rows()
+             if (x["scaling"], x["length"], x["depth"]) == ("none", 8192, 0.0) and "scores" in x]
     assert len(first) == 3 and all(x["value"] == 0 for x in first) and KEYS[("none", L, 0.0)]["hits"] == 0
 
 
